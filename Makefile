@@ -1,0 +1,45 @@
+# colony-operator: `make dev` runs the demo on an embedded local control plane, `make test` runs the tests.
+SHELL := bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: help venv tools crds lint test test-unit dev clean
+
+help:
+	@echo "make dev    - local management + colony cluster with fake GPU nodes, operator in the foreground"
+	@echo "make test   - lint, type-check and run unit + integration tests against a real kube-apiserver"
+	@echo "make tools  - build the pinned control-plane binaries and download upstream CRDs (cached)"
+	@echo "make crds   - regenerate crds/*.yaml from the API models"
+
+$(BIN)/colony: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+venv: $(BIN)/colony
+
+tools:
+	bash hack/build-control-plane.sh >/dev/null
+	bash hack/fetch-crds.sh >/dev/null
+
+crds: venv
+	$(BIN)/colony crds
+
+lint: venv
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+
+test-unit: venv
+	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+
+test: venv tools lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+dev: venv tools
+	$(BIN)/colony dev
+
+clean:
+	rm -rf $(VENV) .dev .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""colony-operator: GPU colonies on Cluster API and distributed training on them."""

@@ -1,0 +1,10 @@
+"""Pydantic models of every custom resource: the single source of truth for crds/*.yaml."""
+
+from colony.api.base import ResourceDefinition
+from colony.api.colony import COLONY
+from colony.api.ddpjob import DDPJOB
+from colony.api.gpr import GPR
+
+RESOURCES: tuple[ResourceDefinition, ...] = (COLONY, DDPJOB, GPR)
+
+__all__ = ["COLONY", "DDPJOB", "GPR", "RESOURCES", "ResourceDefinition"]

@@ -1,0 +1,231 @@
+"""The Colony resource: a set of Kubernetes clusters that GPU work can run on."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
+
+from colony.api.base import (
+    ApiModel,
+    LabelSelector,
+    PrinterColumn,
+    ResourceDefinition,
+    ResourceStatus,
+    SecretKeyReference,
+    cel_rules,
+)
+
+K8S_VERSION_PATTERN = r"^v1\.[0-9]+\.[0-9]+$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class DockerClusterSpec(ApiModel):
+    """Worker machines as Docker containers on the management host (Cluster API provider Docker)."""
+
+    replicas: int = Field(ge=0, le=100, description="Number of worker machines.")
+
+
+class AwsClusterSpec(ApiModel):
+    """Worker machines as EC2 instances (Cluster API provider AWS)."""
+
+    replicas: int = Field(ge=0, le=1000, description="Number of worker machines (EC2 instances).")
+    region: str = Field(min_length=1, description="AWS region of the cluster, e.g. us-east-1.")
+    instance_type: str = Field(min_length=1, description="EC2 instance type of the workers, e.g. g5.xlarge.")
+    ami: str | None = Field(
+        default=None,
+        pattern=r"^ami-[0-9a-f]+$",
+        description="AMI id of the worker image; it must exist in the region.",
+    )
+    ssh_key_name: str | None = Field(default=None, description="Name of an EC2 key pair for SSH access.")
+    iam_instance_profile: str = Field(
+        default="nodes.cluster-api-provider-aws.sigs.k8s.io",
+        description="IAM instance profile attached to the workers.",
+    )
+
+
+class RemoteHost(ApiModel):
+    """An on-prem machine reachable over SSH that joins the colony as a worker."""
+
+    address: str = Field(min_length=1, description="IP address or DNS name of the host.")
+    port: int = Field(default=22, ge=1, le=65535, description="SSH port of the host.")
+    user: str = Field(default="root", min_length=1, description="SSH user.")
+    use_sudo: bool = Field(default=False, description="Run the join commands with sudo.")
+    ssh_key_secret_ref: SecretKeyReference = Field(
+        description="Secret holding the SSH private key (never put the key itself in the spec)."
+    )
+
+
+class RemoteClusterSpec(ApiModel):
+    """Bare on-prem hosts joined over SSH (k0smotron RemoteCluster / RemoteMachine)."""
+
+    hosts: list[RemoteHost] = Field(
+        min_length=1, max_length=256, description="The hosts that become the cluster's workers."
+    )
+
+
+class ExistingClusterSpec(ApiModel):
+    """An already running cluster registered by its kubeconfig; no Cluster API objects are created."""
+
+    kubeconfig_secret_ref: SecretKeyReference = Field(
+        description="Secret in the colony's namespace holding the cluster's kubeconfig."
+    )
+
+
+PROVIDERS = ("docker", "aws", "remote", "existing")
+_ENABLED_FLAGS = (("dockerEnabled", "docker"), ("awsEnabled", "aws"), ("remoteClusterEnabled", "remote"))
+_PROVIDER_RULES = cel_rules(
+    (
+        " + ".join(f"(has(self.{p}) ? 1 : 0)" for p in PROVIDERS) + " == 1",
+        "each colony cluster needs exactly one provider block: docker, aws, remote or existing",
+    ),
+    *(
+        (
+            f"!has(self.{flag}) || self.{flag} == has(self.{block})",
+            f"{flag} must agree with the presence of the {block} block",
+        )
+        for flag, block in _ENABLED_FLAGS
+    ),
+)
+
+
+class ColonyCluster(ApiModel):
+    """One Kubernetes cluster of the colony, on exactly one provider."""
+
+    model_config = ConfigDict(json_schema_extra=_PROVIDER_RULES)
+
+    cluster_name: str = Field(
+        min_length=1,
+        max_length=40,
+        pattern=DNS_LABEL_PATTERN,
+        description="Name of the cluster, unique within the colony (a DNS label).",
+    )
+    docker_enabled: bool | None = Field(default=None, description="Marks a docker cluster (seed syntax).")
+    docker: DockerClusterSpec | None = Field(default=None, description="Docker provider settings.")
+    aws_enabled: bool | None = Field(default=None, description="Marks an AWS cluster (seed syntax).")
+    aws: AwsClusterSpec | None = Field(default=None, description="AWS provider settings.")
+    remote_cluster_enabled: bool | None = Field(
+        default=None, description="Marks an on-prem SSH cluster (seed syntax)."
+    )
+    remote: RemoteClusterSpec | None = Field(default=None, description="On-prem SSH hosts.")
+    existing: ExistingClusterSpec | None = Field(
+        default=None, description="An already running cluster, registered by kubeconfig."
+    )
+    price_per_hour: float | None = Field(
+        default=None,
+        ge=0,
+        description="Declared price of the cluster in USD per hour (for on-prem and existing clusters).",
+    )
+
+    @property
+    def provider(self) -> str:
+        """Which provider block this cluster uses: docker, aws, remote or existing."""
+        for name in PROVIDERS:
+            if getattr(self, name) is not None:
+                return name
+        raise ValueError(f"cluster {self.cluster_name!r} has no provider block")
+
+
+class WorkloadDependency(ApiModel):
+    """A dependency from the operator's built-in add-on catalog, selected by name."""
+
+    name: str = Field(min_length=1, description="Catalog name, e.g. volcano-sh or nvidia-operator.")
+
+
+class HelmChartProxySpec(ApiModel):
+    """The parts of a CAAPH HelmChartProxySpec the operator reads; other fields pass through."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+
+    cluster_selector: LabelSelector | None = Field(
+        default=None, description="Labels of the colony clusters that get this chart."
+    )
+    repo_url: str = Field(
+        alias="repoURL", min_length=1, description="URL of the Helm repository holding the chart."
+    )
+    chart_name: str = Field(min_length=1, description="Name of the chart in the repository.")
+    version: str | None = Field(default=None, description="Chart version; pin it for reproducibility.")
+    release_name: str | None = Field(default=None, description="Name of the Helm release.")
+    namespace: str | None = Field(default=None, description="Namespace to install the release into.")
+    values_template: str | None = Field(default=None, description="Go template rendered into values.")
+    options: dict[str, Any] | None = Field(
+        default=None,
+        description="CAAPH install/upgrade options (wait, timeout, install.createNamespace, ...).",
+        json_schema_extra={"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class AdditionalDependency(ApiModel):
+    """A Helm chart not in the built-in catalog, given as a CAAPH HelmChartProxySpec."""
+
+    name: str = Field(
+        min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN, description="Name of the dependency."
+    )
+    spec: HelmChartProxySpec = Field(description="The HelmChartProxySpec to install on the clusters.")
+
+
+class ColonySpec(ApiModel):
+    """Desired state of a Colony."""
+
+    k8s_version: str = Field(
+        alias="k8sVersion",
+        pattern=K8S_VERSION_PATTERN,
+        description="Kubernetes version of the colony's clusters, e.g. v1.30.3.",
+    )
+    workload_dependencies: list[WorkloadDependency] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Built-in add-ons to install on every cluster of the colony.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    additional_dependencies: list[AdditionalDependency] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Extra Helm charts, as CAAPH HelmChartProxy specs.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    hosted_control_plane_enabled: bool = Field(
+        default=False,
+        description="Run the clusters' control planes as pods in the management cluster (k0smotron).",
+    )
+    external_address: str | None = Field(
+        default=None, description="Address under which hosted control planes are reachable."
+    )
+    colony_clusters: list[ColonyCluster] = Field(
+        min_length=1,
+        max_length=16,
+        description="The clusters of the colony; clusterName must be unique.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["clusterName"]},
+    )
+
+
+ColonyPhase = Literal["Pending", "Provisioning", "Ready", "Degraded", "Deleting", "Failed"]
+
+
+class ColonyStatus(ResourceStatus):
+    """Observed state of a Colony."""
+
+    phase: ColonyPhase | None = Field(default=None, description="High-level summary of the colony's state.")
+    total_clusters: int | None = Field(default=None, description="Number of clusters in the spec.")
+    ready_clusters: int | None = Field(default=None, description="Number of clusters that are ready.")
+
+
+COLONY = ResourceDefinition(
+    group="infra.exalsius.ai",
+    version="v1",
+    kind="Colony",
+    plural="colonies",
+    singular="colony",
+    short_names=("col",),
+    spec_model=ColonySpec,
+    status_model=ColonyStatus,
+    description="A Colony is a set of Kubernetes clusters (AWS, Docker, on-prem SSH hosts or existing "
+    "clusters) provisioned through Cluster API, with GPU add-ons installed.",
+    printer_columns=(
+        PrinterColumn("Phase", "string", ".status.phase", "High-level state of the colony."),
+        PrinterColumn("Ready", "integer", ".status.readyClusters", "Clusters that are ready."),
+        PrinterColumn("Clusters", "integer", ".status.totalClusters", "Clusters in the colony."),
+        PrinterColumn("K8s", "string", ".spec.k8sVersion", "Kubernetes version.", priority=1),
+        PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
+    ),
+)

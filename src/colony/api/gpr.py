@@ -1,0 +1,107 @@
+"""The GPUProvisioningRequest (GPR) resource: a queued request for GPUs, modelled on Avesha EGS."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from colony.api.base import (
+    ApiModel,
+    LabelSelector,
+    PrinterColumn,
+    ResourceDefinition,
+    ResourceStatus,
+    cel_rules,
+)
+
+DURATION_PATTERN = r"^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
+
+_SPEC_RULES = cel_rules(
+    (
+        "has(self.gpuShape) || (has(self.gpuShapes) && size(self.gpuShapes) > 0)",
+        "name the GPU type in gpuShape or the acceptable types in gpuShapes",
+    ),
+)
+
+
+class GPRSpec(ApiModel):
+    """Desired state of a GPU Provisioning Request."""
+
+    model_config = ConfigDict(json_schema_extra=_SPEC_RULES)
+
+    gpu_shape: str | None = Field(default=None, min_length=1, description="GPU type, e.g. H100 or A100-80GB.")
+    gpu_shapes: list[str] = Field(
+        default_factory=list, max_length=16, description="Acceptable GPU types, any of which will do."
+    )
+    number_of_gpu_nodes: int = Field(
+        default=1, alias="numberOfGPUNodes", ge=1, le=1024, description="Number of GPU nodes."
+    )
+    number_of_gpus: int = Field(alias="numberOfGPUs", ge=1, le=64, description="GPUs per node; at least one.")
+    memory_per_gpu: int | None = Field(default=None, ge=1, description="Minimum memory per GPU in GB.")
+    priority: int = Field(
+        default=101, ge=1, le=300, description="Priority, 1-100 low, 101-200 medium, 201-300 high."
+    )
+    queue_name: str | None = Field(
+        default=None, description="Queue the request waits in; defaults to the namespace's queue."
+    )
+    exit_duration: str | None = Field(
+        default=None,
+        pattern=DURATION_PATTERN,
+        description="How long the GPUs are held, e.g. 2h30m; also the runtime estimate.",
+    )
+    idle_time_out_duration: str | None = Field(
+        default=None,
+        pattern=DURATION_PATTERN,
+        description="How long allocated GPUs may stay idle before they are released.",
+    )
+    enable_eviction: bool = Field(
+        default=False, description="Allow higher-priority requests to preempt this one."
+    )
+    requeue_on_failure: bool = Field(default=True, description="Requeue the request if it fails.")
+    colony_selector: LabelSelector | None = Field(
+        default=None, description="Only place on colonies whose labels match."
+    )
+    auto_provision: bool = Field(
+        default=True, description="Allow provisioning a new colony when no existing one has room."
+    )
+    max_price_per_hour: float | None = Field(
+        default=None, ge=0, description="Upper bound on the price in USD per hour of a new colony."
+    )
+
+
+GPRPhase = Literal["Queued", "Admitted", "Provisioning", "Ready", "Released", "Expired", "Evicted", "Failed"]
+
+
+class GPRStatus(ResourceStatus):
+    """Observed state of a GPU Provisioning Request."""
+
+    phase: GPRPhase | None = Field(default=None, description="Where the request is in its lifecycle.")
+    position_in_queue: int | None = Field(
+        default=None, description="1-based position among waiting requests."
+    )
+    colony: str | None = Field(default=None, description="Colony the GPUs were allocated on.")
+    gpus_allocated: int | None = Field(default=None, description="GPUs allocated to the request.")
+
+
+GPR = ResourceDefinition(
+    group="infra.exalsius.ai",
+    version="v1",
+    kind="GPUProvisioningRequest",
+    plural="gpuprovisioningrequests",
+    singular="gpuprovisioningrequest",
+    short_names=("gpr", "gprs"),
+    spec_model=GPRSpec,
+    status_model=GPRStatus,
+    description="A GPU Provisioning Request asks for GPUs; it waits in a queue with priorities and "
+    "quotas and is placed on a colony with free capacity or on a new, cheapest one.",
+    printer_columns=(
+        PrinterColumn("GPU", "string", ".spec.gpuShape", "Requested GPU type."),
+        PrinterColumn("Nodes", "integer", ".spec.numberOfGPUNodes", "GPU nodes requested."),
+        PrinterColumn("GPUs/Node", "integer", ".spec.numberOfGPUs", "GPUs per node requested."),
+        PrinterColumn("Priority", "integer", ".spec.priority", "Priority of the request."),
+        PrinterColumn("Phase", "string", ".status.phase", "Lifecycle phase."),
+        PrinterColumn("Colony", "string", ".status.colony", "Colony the GPUs are on."),
+        PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
+    ),
+)

@@ -1,0 +1,79 @@
+"""Entry point of the `colony` command: `colony operator`, `colony crds`, `colony dev`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="colony",
+    help="GPU colonies on Cluster API, and distributed training on them.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def operator(
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option("--namespace", "-n", help="Namespace to watch (repeatable); default: all."),
+    ] = None,
+    liveness: Annotated[
+        str | None, typer.Option(help="Serve a liveness probe, e.g. http://0.0.0.0:8080/healthz.")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False,
+    json_logs: Annotated[bool, typer.Option("--json-logs", help="One JSON object per log line.")] = False,
+) -> None:
+    """Run the operator against the current kubeconfig (KUBECONFIG or in-cluster)."""
+    from colony.operator import run_operator
+
+    run_operator(namespace or (), liveness_endpoint=liveness, verbose=verbose, json_logs=json_logs)
+
+
+CRD_DIRS = (Path("crds"), Path("charts/colony-operator/crds"))
+
+
+@app.command()
+def crds(
+    output_dir: Annotated[
+        list[Path] | None,
+        typer.Option("--output-dir", "-o", help="Where to write (repeatable); default: crds/ and the chart."),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Only verify that the files are up to date (exit 1 if not).")
+    ] = False,
+) -> None:
+    """Generate the CRD YAML from the API models (the models are the source of truth)."""
+    from colony.api import RESOURCES
+    from colony.api.crdgen import crd_file_name, render_crd_yaml, write_crds
+
+    directories = output_dir or list(CRD_DIRS)
+    if check:
+        stale = [
+            str(directory / crd_file_name(r))
+            for directory in directories
+            for r in RESOURCES
+            if not (directory / crd_file_name(r)).is_file()
+            or (directory / crd_file_name(r)).read_text() != render_crd_yaml(r)
+        ]
+        if stale:
+            typer.echo(f"out of date: {', '.join(stale)}; run `make crds`", err=True)
+            raise typer.Exit(1)
+        typer.echo("crds are up to date")
+        return
+    for directory in directories:
+        for path in write_crds(RESOURCES, directory):
+            typer.echo(f"wrote {path}")
+
+
+@app.command()
+def dev(
+    gpu_nodes: Annotated[int, typer.Option(help="Fake GPU nodes in the colony cluster.")] = 2,
+) -> None:
+    """Start a local management cluster and a colony cluster, then run the operator (Ctrl-C stops)."""
+    from colony.devenv.dev import run_dev
+
+    run_dev(gpu_nodes=gpu_nodes)

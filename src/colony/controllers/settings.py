@@ -1,0 +1,25 @@
+"""Operator-wide kopf settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+FIELD_MANAGER = "colony-operator"
+FINALIZER = "colony.exalsius.ai/finalizer"
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """Standalone (no peering CRDs needed), short watch timeouts, our own finalizer name."""
+    settings.peering.standalone = True
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="colony.exalsius.ai")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="colony.exalsius.ai", key="last-handled-configuration"
+    )
+    settings.watching.server_timeout = 60
+    settings.watching.client_timeout = 90
+    settings.execution.max_workers = 20
+    settings.posting.level = 20  # INFO and above become Kubernetes Events

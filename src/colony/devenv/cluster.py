@@ -1,0 +1,323 @@
+"""One local Kubernetes cluster: etcd + kube-apiserver (+ scheduler, controller-manager, kwok).
+
+Everything listens on 127.0.0.1 on free ports, with TLS and RBAC, and an admin client certificate in
+`system:masters`. Several clusters can run side by side (a management cluster and colony clusters).
+`kubectl` is always the pinned one from the tool cache.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import ssl
+import subprocess
+import tempfile
+import urllib.request
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from colony.devenv.kwok import GPUNodeSpec, gpu_node_manifests, kwok_config
+from colony.devenv.pki import ClusterPKI, create_pki
+from colony.devenv.process import ManagedProcess, ProcessFailed, free_port
+from colony.devenv.tools import Tools
+
+START_TIMEOUT_S = 90.0
+
+
+class KubectlError(RuntimeError):
+    """kubectl exited non-zero; the message holds its stderr."""
+
+    def __init__(self, args: Sequence[str], returncode: int, stderr: str) -> None:
+        super().__init__(f"kubectl {' '.join(args)} failed ({returncode}): {stderr.strip()}")
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class LocalCluster:
+    """A real Kubernetes control plane running as local processes.
+
+    Use as a context manager, or call start() and stop() (stop is idempotent and also stops what
+    a failed start left running).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        tools: Tools,
+        *,
+        workdir: Path | None = None,
+        scheduler: bool = True,
+        controller_manager: bool = False,
+        kwok: bool = True,
+    ) -> None:
+        self.name = name
+        self.tools = tools
+        self._own_workdir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix=f"colony-{name}-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.with_scheduler = scheduler
+        self.with_controller_manager = controller_manager
+        self.with_kwok = kwok
+        self.api_port = 0
+        self.kubeconfig_path = self.workdir / "kubeconfig"
+        self._processes: list[ManagedProcess] = []
+        self._pki: ClusterPKI | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @property
+    def server(self) -> str:
+        """URL of the API server."""
+        return f"https://127.0.0.1:{self.api_port}"
+
+    def start(self) -> None:
+        """Start every component and wait until the API server is ready."""
+        try:
+            self._pki = create_pki(self.workdir / "pki")
+            self._start_etcd_and_apiserver()
+            self.kubeconfig_path.write_text(self.kubeconfig())
+            if self.with_scheduler:
+                self._start_scheduler()
+            if self.with_controller_manager:
+                self._start_controller_manager()
+            if self.with_kwok:
+                self._start_kwok()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop every component in reverse start order and remove the working directory."""
+        for process in reversed(self._processes):
+            process.stop()
+        self._processes.clear()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
+        process = ManagedProcess(f"{self.name}/{name}", argv, self.workdir / f"{name}.log")
+        self._processes.append(process)
+        process.start()
+        return process
+
+    def _start_etcd_and_apiserver(self) -> None:
+        assert self._pki is not None
+        pki = self._pki
+        client_port, peer_port = free_port(), free_port()
+        etcd = self._spawn(
+            "etcd",
+            [
+                str(self.tools.binary("etcd")),
+                "--name=default",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{client_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{client_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=4294967296",
+                "--max-request-bytes=4194304",
+                "--log-level=warn",
+            ],
+        )
+        etcd.wait_until(
+            lambda: b'"health":"true"' in _http_get(f"http://127.0.0.1:{client_port}/health"),
+            START_TIMEOUT_S,
+            "healthy etcd",
+        )
+        self.api_port = free_port()
+        apiserver = self._spawn(
+            "kube-apiserver",
+            [
+                str(self.tools.binary("kube-apiserver")),
+                f"--etcd-servers=http://127.0.0.1:{client_port}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.api_port}",
+                f"--tls-cert-file={pki.serving_cert}",
+                f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.client_ca}",
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                "--disable-admission-plugins=ServiceAccount",
+                "--endpoint-reconciler-type=none",
+                f"--service-account-issuer=https://127.0.0.1:{self.api_port}/",
+                f"--service-account-key-file={pki.service_account_pub}",
+                f"--service-account-signing-key-file={pki.service_account_key}",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                "--profiling=false",
+                "--v=0",
+            ],
+        )
+        context = ssl.create_default_context(cafile=str(pki.serving_ca))
+        apiserver.wait_until(
+            lambda: _http_get(f"{self.server}/readyz", context) == b"ok",
+            START_TIMEOUT_S,
+            "ready kube-apiserver (/readyz)",
+        )
+
+    def _component_flags(self) -> list[str]:
+        kubeconfig = str(self.kubeconfig_path)
+        return [
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+        ]
+
+    def _start_scheduler(self) -> None:
+        self._spawn("kube-scheduler", [str(self.tools.binary("kube-scheduler")), *self._component_flags()])
+
+    def _start_controller_manager(self) -> None:
+        assert self._pki is not None
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.tools.binary("kube-controller-manager")),
+                *self._component_flags(),
+                f"--service-account-private-key-file={self._pki.service_account_key}",
+                f"--root-ca-file={self._pki.serving_ca}",
+                # kwok nodes have no kubelet leases to judge; don't let node lifecycle evict pods.
+                "--controllers=*,-node-lifecycle-controller,-nodeipam-controller",
+            ],
+        )
+
+    def _start_kwok(self) -> None:
+        config = self.workdir / "kwok.yaml"
+        config.write_text(kwok_config(self.tools.upstream_crds / "kwok-stages"))
+        self._spawn(
+            "kwok",
+            [
+                str(self.tools.binary("kwok")),
+                f"--kubeconfig={self.kubeconfig_path}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--node-lease-duration-seconds=40",
+                f"--server-address=127.0.0.1:{free_port()}",
+                f"--config={config}",
+            ],
+        )
+
+    # -- client side -----------------------------------------------------------------------
+
+    def kubeconfig(self, context_name: str | None = None) -> str:
+        """A self-contained kubeconfig (embedded certificates) for the admin user."""
+        assert self._pki is not None
+        name = context_name or self.name
+
+        def b64(path: Path) -> str:
+            return base64.b64encode(path.read_bytes()).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": name,
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": b64(self._pki.serving_ca),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": f"{name}-admin",
+                    "user": {
+                        "client-certificate-data": b64(self._pki.admin_cert),
+                        "client-key-data": b64(self._pki.admin_key),
+                    },
+                }
+            ],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-admin"}}],
+            "current-context": name,
+        }
+        return yaml.safe_dump(config)
+
+    def kubectl(
+        self, *args: str, input_text: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the pinned kubectl against this cluster; raises KubectlError when `check` fails."""
+        argv = [str(self.tools.kubectl), f"--kubeconfig={self.kubeconfig_path}", *args]
+        result = subprocess.run(
+            argv, input=input_text, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise KubectlError(args, result.returncode, result.stderr)
+        return result
+
+    def apply(self, objects: Iterable[dict[str, Any]], *, server_side: bool = True) -> None:
+        """Apply manifests (server-side by default, field manager `colony-devenv`)."""
+        text = yaml.safe_dump_all(list(objects))
+        flags = ["--server-side", "--force-conflicts", "--field-manager=colony-devenv"] if server_side else []
+        self.kubectl("apply", *flags, "-f", "-", input_text=text)
+
+    def get_json(self, *args: str) -> Any:
+        """`kubectl get ... -o json`, parsed."""
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def install_crds(self, files: Sequence[Path], timeout: float = 120) -> list[str]:
+        """Install CRD files (server-side apply), wait until each is Established; returns names."""
+        names = []
+        for path in files:
+            for doc in yaml.safe_load_all(path.read_text()):
+                if doc and doc.get("kind") == "CustomResourceDefinition":
+                    names.append(doc["metadata"]["name"])
+        if not names:
+            return names
+        file_args = [arg for path in files for arg in ("-f", str(path))]
+        self.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=colony-devenv",
+            *file_args,
+            timeout=timeout,
+        )
+        self.kubectl(
+            "wait",
+            "--for=condition=Established",
+            f"--timeout={int(timeout)}s",
+            *[f"crd/{name}" for name in names],
+            timeout=timeout + 10,
+        )
+        return names
+
+    def add_gpu_nodes(self, specs: Iterable[GPUNodeSpec], timeout: float = 60) -> list[str]:
+        """Create kwok-managed GPU nodes and wait until they are Ready; returns node names."""
+        if not self.with_kwok:
+            raise ProcessFailed(f"cluster {self.name} runs without kwok; fake nodes would never be Ready")
+        nodes = [node for spec in specs for node in gpu_node_manifests(spec)]
+        self.apply(nodes, server_side=False)
+        names = [node["metadata"]["name"] for node in nodes]
+        self.kubectl(
+            "wait",
+            "--for=condition=Ready",
+            f"--timeout={int(timeout)}s",
+            *[f"node/{name}" for name in names],
+            timeout=timeout + 10,
+        )
+        return names
+
+
+def _http_get(url: str, context: ssl.SSLContext | None = None) -> bytes:
+    with urllib.request.urlopen(url, timeout=2, context=context) as response:
+        body: bytes = response.read()
+        return body

@@ -1,0 +1,81 @@
+"""`make dev`: a management cluster and a colony cluster on this machine, and the operator."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from colony.devenv.environment import (
+    DEFAULT_COLONY_NODES,
+    running,
+    start_colony_cluster,
+    start_management_cluster,
+)
+from colony.devenv.kwok import GPUNodeSpec
+from colony.devenv.tools import ensure_tools, repo_root
+
+DEV_COLONY = "dev-colony"
+
+
+def _say(text: str) -> None:
+    print(f"[colony dev] {text}", flush=True)
+
+
+def run_dev(gpu_nodes: int = 2) -> None:
+    """Start everything, print how to use it, run the operator in the foreground; Ctrl-C stops all."""
+    started = time.monotonic()
+    _say("checking control-plane binaries and CRDs (first run builds them: ~20-30 min on 2 cores)")
+    tools = ensure_tools()
+    state = repo_root() / ".dev"
+    state.mkdir(exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        _say("starting the management cluster (etcd, kube-apiserver, scheduler, controller-manager, kwok)")
+        management = stack.enter_context(running(start_management_cluster(tools)))
+        nodes = [
+            GPUNodeSpec("a100", product="NVIDIA-A100-SXM4-80GB", gpus=8, count=gpu_nodes),
+            *DEFAULT_COLONY_NODES[1:],
+        ]
+        _say(f"starting colony cluster {DEV_COLONY} with {gpu_nodes + 1} fake GPU nodes")
+        colony = stack.enter_context(running(start_colony_cluster(tools, DEV_COLONY, nodes)))
+        mgmt_config = state / "management.kubeconfig"
+        colony_config = state / f"{DEV_COLONY}.kubeconfig"
+        mgmt_config.write_text(management.kubeconfig())
+        colony_config.write_text(colony.kubeconfig())
+        # The colony cluster's kubeconfig as Cluster API publishes it: Secret <cluster>-kubeconfig, key value.
+        management.kubectl(
+            "create",
+            "secret",
+            "generic",
+            f"{DEV_COLONY}-kubeconfig",
+            "--namespace=default",
+            f"--from-file=value={colony_config}",
+        )
+        kubectl = tools.kubectl
+        _say(f"ready in {time.monotonic() - started:.0f}s. In another shell:")
+        print(
+            f"""
+    export KUBECONFIG={mgmt_config}
+    alias kubectl={kubectl}            # the pinned kubectl
+    kubectl apply -f {repo_root() / "examples"}/
+    kubectl get colonies,ddpjobs,gprs
+    kubectl --kubeconfig={colony_config} get nodes -L nvidia.com/gpu.product
+
+  The colony cluster's kubeconfig is also in Secret default/{DEV_COLONY}-kubeconfig (key: value).
+  The operator runs below; Ctrl-C stops it and both clusters.
+""",
+            flush=True,
+        )
+        os.environ["KUBECONFIG"] = str(mgmt_config)
+        from colony.operator import run_operator
+
+        with contextlib.suppress(KeyboardInterrupt):
+            run_operator()
+        _say("stopping")
+    _cleanup(state)
+
+
+def _cleanup(state: Path) -> None:
+    for path in state.glob("*.kubeconfig"):
+        path.unlink(missing_ok=True)

@@ -1,0 +1,1 @@
+"""Pure scheduling: snapshot (queue, quotas, inventory, offers) to decisions. No I/O."""

@@ -1,0 +1,140 @@
+"""Invalid manifests are rejected by the real API server at admission, naming the field."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from colony.devenv.cluster import KubectlError, LocalCluster
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _example(name: str) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
+    return document
+
+
+AWS_COLONY = _example("colony-aws.yaml")
+DOCKER_COLONY = _example("colony-docker-ray.yaml")
+DDPJOB = _example("ddpjob.yaml")
+GPR: dict[str, Any] = {
+    "apiVersion": "infra.exalsius.ai/v1",
+    "kind": "GPUProvisioningRequest",
+    "metadata": {"name": "gpr"},
+    "spec": {"gpuShape": "A100", "numberOfGPUNodes": 1, "numberOfGPUs": 2},
+}
+
+
+def _mutate(base: dict[str, Any], change: Any) -> dict[str, Any]:
+    document = copy.deepcopy(base)
+    change(document["spec"])
+    return document
+
+
+def _set(path: str, value: Any) -> Any:
+    def change(spec: dict[str, Any]) -> None:
+        *parents, leaf = path.split(".")
+        target: Any = spec
+        for part in parents:
+            target = target[int(part)] if part.isdigit() else target[part]
+        if value is _DELETE:
+            del target[leaf]
+        else:
+            target[leaf] = value
+
+    return change
+
+
+_DELETE = object()
+_AWS_CLUSTER = AWS_COLONY["spec"]["colonyClusters"][0]
+
+INVALID = {
+    "ddpjob-parallelism-zero": (DDPJOB, _set("parallelism", 0), "spec.parallelism"),
+    "ddpjob-negative-nproc": (DDPJOB, _set("nprocPerNode", -1), "spec.nprocPerNode"),
+    "ddpjob-missing-image": (DDPJOB, _set("image", _DELETE), "spec.image"),
+    "ddpjob-empty-script": (DDPJOB, _set("scriptPath", ""), "spec.scriptPath"),
+    "ddpjob-two-wandb-keys": (
+        DDPJOB,
+        _set("wandbApiKeySecretRef", {"name": "wandb"}),
+        "set either wandbApiKey or wandbApiKeySecretRef",
+    ),
+    "colony-no-clusters": (AWS_COLONY, _set("colonyClusters", []), "spec.colonyClusters"),
+    "colony-missing-clusters": (AWS_COLONY, _set("colonyClusters", _DELETE), "spec.colonyClusters"),
+    "colony-bad-k8s-version": (AWS_COLONY, _set("k8sVersion", "1.30"), "spec.k8sVersion"),
+    "aws-without-region": (AWS_COLONY, _set("colonyClusters.0.aws.region", _DELETE), "aws.region"),
+    "aws-without-instance-type": (
+        AWS_COLONY,
+        _set("colonyClusters.0.aws.instanceType", _DELETE),
+        "aws.instanceType",
+    ),
+    "duplicate-cluster-names": (
+        AWS_COLONY,
+        _set("colonyClusters", [_AWS_CLUSTER, _AWS_CLUSTER]),
+        "spec.colonyClusters[1]: Duplicate value",
+    ),
+    "unknown-provider-block": (
+        DOCKER_COLONY,
+        _set("colonyClusters.0.gcp", {"replicas": 1}),
+        'unknown field "spec.colonyClusters[0].gcp"',
+    ),
+    "no-provider-block": (
+        DOCKER_COLONY,
+        _set("colonyClusters", [{"clusterName": "empty"}]),
+        "exactly one provider block",
+    ),
+    "two-provider-blocks": (
+        DOCKER_COLONY,
+        _set("colonyClusters.0.aws", _AWS_CLUSTER["aws"]),
+        "exactly one provider block",
+    ),
+    "enabled-flag-without-block": (
+        DOCKER_COLONY,
+        _set("colonyClusters.0.awsEnabled", True),
+        "awsEnabled must agree with the presence of the aws block",
+    ),
+    "negative-replicas": (
+        DOCKER_COLONY,
+        _set("colonyClusters.0.docker.replicas", -1),
+        "spec.colonyClusters[0].docker.replicas",
+    ),
+    "cluster-name-not-dns": (
+        DOCKER_COLONY,
+        _set("colonyClusters.0.clusterName", "Docker_1"),
+        "spec.colonyClusters[0].clusterName",
+    ),
+    "gpr-zero-gpus": (GPR, _set("numberOfGPUs", 0), "spec.numberOfGPUs"),
+    "gpr-zero-nodes": (GPR, _set("numberOfGPUNodes", 0), "spec.numberOfGPUNodes"),
+    "gpr-no-gpu-type": (GPR, _set("gpuShape", _DELETE), "name the GPU type"),
+    "gpr-priority-out-of-range": (GPR, _set("priority", 500), "spec.priority"),
+    "gpr-bad-duration": (GPR, _set("exitDuration", "forever"), "spec.exitDuration"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_invalid_manifest_is_rejected_naming_the_field(
+    management: LocalCluster, namespace: str, case: str
+) -> None:
+    base, change, expected = INVALID[case]
+    document = _mutate(base, change)
+    with pytest.raises(KubectlError) as rejected:
+        management.kubectl("apply", "-n", namespace, "-f", "-", input_text=yaml.safe_dump(document))
+    assert expected in rejected.value.stderr, rejected.value.stderr
+    # Nothing was stored.
+    kind = document["kind"].lower()
+    listed = management.get_json(kind, "-n", namespace)
+    assert listed["items"] == []
+
+
+def test_there_are_at_least_twelve_invalid_cases() -> None:
+    assert len(INVALID) >= 12
+
+
+@pytest.mark.parametrize("base", [AWS_COLONY, DOCKER_COLONY, DDPJOB, GPR], ids=lambda d: d["kind"])
+def test_unmutated_bases_are_accepted(management: LocalCluster, namespace: str, base: dict[str, Any]) -> None:
+    """The controls: the same documents without the mutation pass admission."""
+    management.kubectl("apply", "-n", namespace, "-f", "-", input_text=yaml.safe_dump(base))
