@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,7 @@ def test_invalid_manifest_is_rejected_naming_the_field(
     base, change, expected = INVALID[case]
     document = _mutate(base, change)
     with pytest.raises(KubectlError) as rejected:
-        management.kubectl("apply", "-n", namespace, "-f", "-", input_text=yaml.safe_dump(document))
+        management.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(document))
     assert expected in rejected.value.stderr, rejected.value.stderr
     # Nothing was stored.
     kind = document["kind"].lower()
@@ -137,4 +138,4 @@ def test_there_are_at_least_twelve_invalid_cases() -> None:
 @pytest.mark.parametrize("base", [AWS_COLONY, DOCKER_COLONY, DDPJOB, GPR], ids=lambda d: d["kind"])
 def test_unmutated_bases_are_accepted(management: LocalCluster, namespace: str, base: dict[str, Any]) -> None:
     """The controls: the same documents without the mutation pass admission."""
-    management.kubectl("apply", "-n", namespace, "-f", "-", input_text=yaml.safe_dump(base))
+    management.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(base))

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
-
-import yaml
 
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.kwok import EXIT_CODE_ANNOTATION, OUTCOME_ANNOTATION
@@ -31,7 +30,7 @@ def _pod(name: str, gpus: int, annotations: dict[str, str] | None = None) -> dic
 
 
 def _create(cluster: LocalCluster, namespace: str, pod: dict[str, Any]) -> None:
-    cluster.kubectl("create", "-n", namespace, "-f", "-", input_text=yaml.safe_dump(pod))
+    cluster.kubectl("create", "-n", namespace, "-f", "-", input_text=json.dumps(pod))
 
 
 def _phase(cluster: LocalCluster, namespace: str, name: str) -> str:

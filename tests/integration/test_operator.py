@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.process import ManagedProcess
@@ -62,7 +61,7 @@ def test_ddpjob_and_gpr_get_status(
         "metadata": {"name": "two-h100"},
         "spec": {"gpuShape": "H100", "numberOfGPUs": 2},
     }
-    management.kubectl("apply", "-n", namespace, "-f", "-", input_text=yaml.safe_dump(gpr))
+    management.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(gpr))
     eventually(lambda: _accepted(management.get_json("ddpjob", "test-ddp-job", "-n", namespace)), 15)
     job = management.get_json("ddpjob", "test-ddp-job", "-n", namespace)
     assert job["status"]["workersTotal"] == 2

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
-import yaml
 
 from colony.devenv.cluster import KubectlError, LocalCluster
 
 
 def _apply(cluster: LocalCluster, namespace: str, document: dict[str, Any]) -> None:
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=yaml.safe_dump(document))
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(document))
 
 
 CAPI_CLUSTER = {

@@ -154,7 +154,9 @@ class LocalCluster:
                 "--authorization-mode=RBAC",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
-                "--disable-admission-plugins=ServiceAccount",
+                # No token controller runs, and no node-lifecycle controller lifts the not-ready
+                # taint that TaintNodesByCondition puts on new (kwok) nodes.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 "--endpoint-reconciler-type=none",
                 f"--service-account-issuer=https://127.0.0.1:{self.api_port}/",
                 f"--service-account-key-file={pki.service_account_pub}",
@@ -264,8 +266,12 @@ class LocalCluster:
         return result
 
     def apply(self, objects: Iterable[dict[str, Any]], *, server_side: bool = True) -> None:
-        """Apply manifests (server-side by default, field manager `colony-devenv`)."""
-        text = yaml.safe_dump_all(list(objects))
+        """Apply manifests (server-side by default, field manager `colony-devenv`).
+
+        The objects travel as JSON: PyYAML writes YAML 1.1, where e.g. the string 1e-3 needs no
+        quotes, but kubectl reads YAML 1.2 and would turn it into a number.
+        """
+        text = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
         flags = ["--server-side", "--force-conflicts", "--field-manager=colony-devenv"] if server_side else []
         self.kubectl("apply", *flags, "-f", "-", input_text=text)
 

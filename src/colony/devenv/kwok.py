@@ -88,7 +88,7 @@ def _outcome_stage(outcome: str) -> dict[str, Any]:
     exit_code = (
         "0"
         if outcome == "Succeeded"
-        else f'{{{{ or (index .metadata.annotations "{EXIT_CODE_ANNOTATION}") "1" }}}}'
+        else f'{{{{ or (index $.metadata.annotations "{EXIT_CODE_ANNOTATION}") "1" }}}}'
     )
     reason = "Completed" if outcome == "Succeeded" else "Error"
     template = f"""{{{{ $now := Now }}}}
@@ -135,14 +135,12 @@ phase: {outcome}
 
 
 def kwok_config(stock_stage_dir: Path) -> str:
-    """The multi-document kwok config: KwokConfiguration, stock stages and the outcome stages."""
-    documents: list[dict[str, Any]] = [
-        {
-            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-            "kind": "KwokConfiguration",
-            "options": {"nodeLeaseDurationSeconds": 40},
-        }
-    ]
+    """The multi-document kwok config: the stock stages and the outcome stages.
+
+    There is no KwokConfiguration document on purpose: kwok then applies its own defaults (with
+    a partial one it leaves e.g. the lease parallelism at 0 and refuses to start); options are flags.
+    """
+    documents: list[dict[str, Any]] = []
     for name in STOCK_STAGES:
         documents.append(yaml.safe_load((stock_stage_dir / name).read_text()))
     documents += [_outcome_stage("Succeeded"), _outcome_stage("Failed")]
