@@ -71,9 +71,12 @@ def crds(
 
 @app.command()
 def dev(
-    gpu_nodes: Annotated[int, typer.Option(help="Fake GPU nodes in the colony cluster.")] = 2,
+    gpu_nodes: Annotated[int, typer.Option(help="Fake A100 nodes in the colony cluster.")] = 2,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="Where to write the kubeconfigs (default: .dev/).")
+    ] = None,
 ) -> None:
     """Start a local management cluster and a colony cluster, then run the operator (Ctrl-C stops)."""
     from colony.devenv.dev import run_dev
 
-    run_dev(gpu_nodes=gpu_nodes)
+    run_dev(gpu_nodes=gpu_nodes, state_dir=state_dir)

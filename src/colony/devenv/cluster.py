@@ -13,6 +13,7 @@ import shutil
 import ssl
 import subprocess
 import tempfile
+import time
 import urllib.request
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -304,6 +305,13 @@ class LocalCluster:
             *[f"crd/{name}" for name in names],
             timeout=timeout + 10,
         )
+        # Established does not mean the storage is ready: until it is, lists answer 429
+        # "storage is (re)initializing". Wait until every new resource can be listed.
+        deadline = time.monotonic() + timeout
+        while self.kubectl("get", ",".join(names), "-A", "-o", "name", check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise ProcessFailed(f"CRDs of {self.name} are established but not listable: {names}")
+            time.sleep(0.2)
         return names
 
     def add_gpu_nodes(self, specs: Iterable[GPUNodeSpec], timeout: float = 60) -> list[str]:

@@ -23,13 +23,16 @@ def _say(text: str) -> None:
     print(f"[colony dev] {text}", flush=True)
 
 
-def run_dev(gpu_nodes: int = 2) -> None:
-    """Start everything, print how to use it, run the operator in the foreground; Ctrl-C stops all."""
+def run_dev(gpu_nodes: int = 2, state_dir: Path | None = None) -> None:
+    """Start everything, print how to use it, run the operator in the foreground; Ctrl-C stops all.
+
+    Kubeconfigs go to `state_dir` (default .dev/ in the repository) and are removed on exit.
+    """
     started = time.monotonic()
     _say("checking control-plane binaries and CRDs (first run builds them: ~20-30 min on 2 cores)")
     tools = ensure_tools()
-    state = repo_root() / ".dev"
-    state.mkdir(exist_ok=True)
+    state = state_dir or repo_root() / ".dev"
+    state.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         _say("starting the management cluster (etcd, kube-apiserver, scheduler, controller-manager, kwok)")
         management = stack.enter_context(running(start_management_cluster(tools)))
