@@ -7,6 +7,7 @@ import os
 
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.tools import Tools
+from tests.integration.conftest import eventually
 
 
 def _alive(pid: int) -> bool:
@@ -38,3 +39,26 @@ def test_stop_leaves_no_processes(tools: Tools) -> None:
         cluster.kubectl("get", "namespaces")
     assert not any(_alive(pid) for pid in pids)
     assert not workdir.exists()
+
+
+def test_management_cluster_collects_garbage(management: LocalCluster, namespace: str) -> None:
+    """kube-controller-manager runs: dependents of a deleted owner are garbage-collected."""
+    management.kubectl("create", "configmap", "owner", "-n", namespace)
+    owner_uid = management.get_json("configmap", "owner", "-n", namespace)["metadata"]["uid"]
+    dependent = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "dependent",
+            "namespace": namespace,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner_uid}],
+        },
+    }
+    management.apply([dependent])
+    management.kubectl("delete", "configmap", "owner", "-n", namespace)
+
+    def collected() -> bool:
+        result = management.kubectl("get", "configmap", "dependent", "-n", namespace, check=False)
+        return result.returncode != 0 and "NotFound" in result.stderr
+
+    eventually(collected, 30)

@@ -174,31 +174,45 @@ class LocalCluster:
             "ready kube-apiserver (/readyz)",
         )
 
-    def _component_flags(self) -> list[str]:
+    def _spawn_component(self, name: str, extra_flags: list[str]) -> None:
+        """Start kube-scheduler or kube-controller-manager and wait for its /healthz."""
         kubeconfig = str(self.kubeconfig_path)
-        return [
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--leader-elect=false",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={free_port()}",
-        ]
+        port = free_port()
+        process = self._spawn(
+            name,
+            [
+                str(self.tools.binary(name)),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                *extra_flags,
+            ],
+        )
+        # The component serves a self-signed certificate of its own; only liveness is checked here.
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        process.wait_until(
+            lambda: _http_get(f"https://127.0.0.1:{port}/healthz", context) == b"ok",
+            START_TIMEOUT_S,
+            "healthy /healthz",
+        )
 
     def _start_scheduler(self) -> None:
-        self._spawn("kube-scheduler", [str(self.tools.binary("kube-scheduler")), *self._component_flags()])
+        self._spawn_component("kube-scheduler", [])
 
     def _start_controller_manager(self) -> None:
         assert self._pki is not None
-        self._spawn(
+        self._spawn_component(
             "kube-controller-manager",
             [
-                str(self.tools.binary("kube-controller-manager")),
-                *self._component_flags(),
                 f"--service-account-private-key-file={self._pki.service_account_key}",
                 f"--root-ca-file={self._pki.serving_ca}",
                 # kwok nodes have no kubelet leases to judge; don't let node lifecycle evict pods.
-                "--controllers=*,-node-lifecycle-controller,-nodeipam-controller",
+                "--controllers=*,-node-lifecycle-controller,-node-ipam-controller,-taint-eviction-controller",
             ],
         )
 
