@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the local Kubernetes control plane from the Go module proxy, at the versions pinned in
-# hack/versions.env, into a cache directory outside the repository:
+# src/colony/versions.env, into a cache directory outside the repository:
 #
 #   ${COLONY_CACHE_DIR:-~/.cache/colony-operator}/bin/<versions>/{kube-apiserver,kube-scheduler,
 #       kube-controller-manager,kubectl,etcd,kwok,helm}
@@ -10,8 +10,9 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=versions.env
-source "$here/versions.env"
+versions="$(dirname "$here")/src/colony/versions.env"
+# shellcheck source=../src/colony/versions.env
+source "$versions"
 
 cache="${COLONY_CACHE_DIR:-$HOME/.cache/colony-operator}"
 # Keep in sync with colony.devenv.tools.binary_dir().

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Download the upstream CRD YAML that colony-operator renders against, at the versions pinned in
-# hack/versions.env, from the Go module zips (`go mod download`), into
+# src/colony/versions.env, from the Go module zips (`go mod download`), into
 #
 #   ${COLONY_CACHE_DIR:-~/.cache/colony-operator}/crds/<key>/<component>/*.yaml
 #
@@ -11,11 +11,12 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-# shellcheck source=versions.env
-source "$here/versions.env"
+versions="$(dirname "$here")/src/colony/versions.env"
+# shellcheck source=../src/colony/versions.env
+source "$versions"
 
 cache="${COLONY_CACHE_DIR:-$HOME/.cache/colony-operator}"
-key="$(sha256sum "$here/versions.env" | cut -c1-12)"
+key="$(sha256sum "$versions" | cut -c1-12)"
 out="$cache/crds/$key"
 if [[ -f "$out/.complete" ]]; then
   echo "$out"
@@ -45,7 +46,7 @@ take() {
     cp "$dir/$sub/$f" "$tmp/$component/$f"
   done
   chmod u+w "$tmp/$component"/*
-  log "$component: $# CRDs from $module"
+  log "$component: $# files from $module"
 }
 
 capi="sigs.k8s.io/cluster-api@$CLUSTER_API_VERSION"

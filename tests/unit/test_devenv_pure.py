@@ -18,7 +18,8 @@ from colony.devenv.kwok import (
     kwok_config,
 )
 from colony.devenv.pki import create_pki
-from colony.devenv.tools import binary_dir, pinned_versions
+from colony.devenv.tools import binary_dir
+from colony.versions import pinned, read_pinned_versions
 
 
 def test_admin_certificate_is_system_masters_signed_by_client_ca(tmp_path: Path) -> None:
@@ -66,7 +67,17 @@ def test_kwok_config_has_stock_and_outcome_stages(tmp_path: Path) -> None:
 
 
 def test_binary_dir_names_the_pinned_versions() -> None:
-    versions = pinned_versions()
+    versions = read_pinned_versions()
     assert versions["KUBERNETES_VERSION"].startswith("v1.3")
     assert versions["KUBERNETES_VERSION"] in binary_dir().name
     assert versions["ETCD_VERSION"].startswith("v3.6.")
+
+
+def test_pinned_names_a_missing_key() -> None:
+    assert pinned("ETCD_VERSION") == read_pinned_versions()["ETCD_VERSION"]
+    try:
+        pinned("NO_SUCH_VERSION")
+    except KeyError as error:
+        assert "NO_SUCH_VERSION" in str(error)
+    else:
+        raise AssertionError("expected KeyError")

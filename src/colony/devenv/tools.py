@@ -1,6 +1,6 @@
 """Where the control-plane binaries and upstream CRDs live, and how they get built.
 
-Versions come from hack/versions.env (the one place where external versions are pinned). The
+Versions come from colony/versions.env (the one place where external versions are pinned). The
 binaries and CRDs live in a cache outside the repository (COLONY_CACHE_DIR, default
 ~/.cache/colony-operator) and are built by the hack/ scripts when missing.
 """
@@ -11,8 +11,9 @@ import hashlib
 import os
 import subprocess
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
+
+from colony.versions import PINNED_VERSIONS_FILE, read_pinned_versions
 
 BINARIES = (
     "etcd",
@@ -32,8 +33,8 @@ class ToolsError(RuntimeError):
 def repo_root() -> Path:
     """The repository root (this package is used from a source checkout in development)."""
     root = Path(os.environ.get("COLONY_REPO_ROOT", Path(__file__).resolve().parents[3]))
-    if not (root / "hack" / "versions.env").is_file():
-        raise ToolsError(f"{root} is not a colony-operator checkout (no hack/versions.env)")
+    if not (root / "hack" / "build-control-plane.sh").is_file():
+        raise ToolsError(f"{root} is not a colony-operator checkout (no hack/build-control-plane.sh)")
     return root
 
 
@@ -42,21 +43,9 @@ def cache_dir() -> Path:
     return Path(os.environ.get("COLONY_CACHE_DIR", Path.home() / ".cache" / "colony-operator"))
 
 
-@cache
-def pinned_versions() -> dict[str, str]:
-    """KEY=VALUE pairs of hack/versions.env."""
-    versions = {}
-    for line in (repo_root() / "hack" / "versions.env").read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            versions[key] = value
-    return versions
-
-
 def binary_dir() -> Path:
     """Directory of the binaries for the pinned versions (same naming as the build script)."""
-    v = pinned_versions()
+    v = read_pinned_versions()
     name = (
         f"k8s-{v['KUBERNETES_VERSION']}-etcd-{v['ETCD_VERSION']}"
         f"-kwok-{v['KWOK_VERSION']}-helm-{v['HELM_VERSION']}"
@@ -66,7 +55,7 @@ def binary_dir() -> Path:
 
 def crd_dir() -> Path:
     """Directory of the upstream CRDs for the pinned versions (same key as hack/fetch-crds.sh)."""
-    digest = hashlib.sha256((repo_root() / "hack" / "versions.env").read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256(PINNED_VERSIONS_FILE.read_bytes()).hexdigest()[:12]
     return cache_dir() / "crds" / digest
 
 
