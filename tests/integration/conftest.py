@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from colony.devenv.capi_harness import CapiHarness
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.environment import start_colony_cluster, start_management_cluster
 from colony.devenv.process import ManagedProcess
@@ -42,12 +43,39 @@ def colony_cluster(tools: Tools) -> Iterator[LocalCluster]:
         cluster.stop()
 
 
+# The session operator watches only namespaces matching this pattern; tests that run an operator
+# of their own (e.g. to kill it) use other namespaces.
+SHARED_OPERATOR_NAMESPACES = "t-*"
+
+
 @pytest.fixture
 def namespace(management: LocalCluster) -> str:
-    """A fresh namespace in the management cluster (left behind: deletion is not awaited)."""
+    """A fresh namespace in the management cluster, watched by the session operator."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     management.kubectl("create", "namespace", name)
     return name
+
+
+@pytest.fixture(scope="session")
+def capi(management: LocalCluster, colony_cluster: LocalCluster) -> Iterator[CapiHarness]:
+    """Plays Cluster API: every colony Cluster becomes the `colony_cluster` (kwok GPU nodes)."""
+    kubeconfig = colony_cluster.kubeconfig()
+    with CapiHarness(str(management.kubeconfig_path), lambda _ns, _name: kubeconfig) as harness:
+        yield harness
+
+
+def start_operator(management: LocalCluster, log: Path, namespace: str) -> ManagedProcess:
+    """`python -m colony operator -n <namespace>` as a real process; returns once it is serving."""
+    env = {**os.environ, "KUBECONFIG": str(management.kubeconfig_path)}
+    argv = [sys.executable, "-m", "colony", "operator", "--verbose", f"--namespace={namespace}"]
+    process = ManagedProcess("operator", argv, log, env=env)
+    process.start()
+    try:
+        process.wait_until(lambda: "Client is configured" in log.read_text(), 60, "a configured client")
+    except BaseException:
+        process.stop()
+        raise
+    return process
 
 
 @pytest.fixture(scope="session")
@@ -55,13 +83,10 @@ def operator_process(
     management: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ManagedProcess]:
     """`python -m colony operator` as a real process against the management cluster."""
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    env = {**os.environ, "KUBECONFIG": str(management.kubeconfig_path)}
-    argv = [sys.executable, "-m", "colony", "operator", "--verbose"]
-    process = ManagedProcess("operator", argv, log, env=env)
+    process = start_operator(
+        management, tmp_path_factory.mktemp("operator") / "operator.log", SHARED_OPERATOR_NAMESPACES
+    )
     try:
-        process.start()
-        process.wait_until(lambda: "Client is configured" in log.read_text(), 60, "a configured client")
         yield process
     finally:
         process.stop()

@@ -76,6 +76,10 @@ def test_dev_environment_serves_and_stops_cleanly(tools: Tools, tmp_path: Path) 
             return colony_obj.get("status", {}).get("observedGeneration") == 1
 
         eventually(accepted, 30)
+        # The demo colony (the seed's docker colony) becomes Ready with the colony cluster's GPUs.
+        eventually(lambda: "demo colony docker-colony-ray is Ready" in log.read_text(), 90, 0.5)
+        demo = json.loads(_kubectl(tools, management, "get", "colony", "docker-colony-ray", "-o", "json"))
+        assert demo["status"]["gpus"] == 16  # 1 A100 node + 1 H100 node, 8 GPUs each
         children = _descendants(dev.pid)
         assert len(children) >= 7  # 2x etcd, 2x apiserver, 2x scheduler, 2x kwok, controller-manager
     finally:

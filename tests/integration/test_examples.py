@@ -15,7 +15,7 @@ def test_seed_examples_apply_unchanged(management: LocalCluster, namespace: str)
         management.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / name))
     colonies = management.kubectl("get", "colonies", "-n", namespace).stdout
     header = colonies.splitlines()[0].split()
-    assert header == ["NAME", "PHASE", "READY", "CLUSTERS", "AGE"]
+    assert header == ["NAME", "PHASE", "READY", "CLUSTERS", "GPUS", "AGE"]
     assert "test-colony" in colonies and "docker-colony-ray" in colonies
     jobs = management.kubectl("get", "ddpjobs", "-n", namespace).stdout
     assert jobs.splitlines()[0].split() == ["NAME", "COLONY", "WORKERS", "GPUS/NODE", "PHASE", "AGE"]

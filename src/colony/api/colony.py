@@ -200,6 +200,48 @@ class ColonySpec(ApiModel):
 
 
 ColonyPhase = Literal["Pending", "Provisioning", "Ready", "Degraded", "Deleting", "Failed"]
+ClusterPhase = Literal["Pending", "Provisioning", "Ready", "Unreachable", "Failed", "Deleting"]
+
+
+class GPUInventoryStatus(ApiModel):
+    """GPUs of one product in a cluster, read from its Nodes."""
+
+    product: str = Field(description="GPU product, from the nvidia.com/gpu.product node label.")
+    capacity: int = Field(description="nvidia.com/gpu capacity summed over the cluster's nodes.")
+    allocatable: int = Field(description="nvidia.com/gpu allocatable summed over Ready nodes.")
+
+
+class HostedControlPlaneStatus(ApiModel):
+    """Service ports of a hosted control plane, allocated once and kept."""
+
+    api_port: int = Field(description="NodePort of the hosted Kubernetes API server.")
+    konnectivity_port: int = Field(description="NodePort of the konnectivity server.")
+
+
+class ColonyClusterStatus(ApiModel):
+    """Observed state of one cluster of the colony."""
+
+    name: str = Field(description="clusterName from the spec.")
+    provider: str = Field(description="docker, aws, remote or existing.")
+    phase: ClusterPhase = Field(description="State of this cluster.")
+    message: str = Field(default="", description="Why the cluster is in this phase.")
+    capi_cluster: str | None = Field(default=None, description="Name of the Cluster API Cluster.")
+    control_plane_endpoint: str | None = Field(default=None, description="host:port of the API server.")
+    hosted_control_plane: HostedControlPlaneStatus | None = Field(
+        default=None, description="Ports of the hosted control plane, when hostedControlPlaneEnabled."
+    )
+    ready_nodes: int = Field(default=0, description="Nodes whose Ready condition is True.")
+    total_nodes: int = Field(default=0, description="Nodes registered in the cluster.")
+    gpus: list[GPUInventoryStatus] = Field(default_factory=list, description="GPUs by product.")
+
+
+class AddonStatus(ApiModel):
+    """Aggregated state of one dependency (a HelmChartProxy and its HelmReleaseProxies)."""
+
+    name: str = Field(description="Dependency name.")
+    helm_chart_proxy: str = Field(description="Name of the HelmChartProxy rendered for it.")
+    ready: bool = Field(description="Whether the release is deployed on every matching cluster.")
+    message: str = Field(default="", description="Details, e.g. which cluster is not ready.")
 
 
 class ColonyStatus(ResourceStatus):
@@ -208,6 +250,11 @@ class ColonyStatus(ResourceStatus):
     phase: ColonyPhase | None = Field(default=None, description="High-level summary of the colony's state.")
     total_clusters: int | None = Field(default=None, description="Number of clusters in the spec.")
     ready_clusters: int | None = Field(default=None, description="Number of clusters that are ready.")
+    gpus: int | None = Field(default=None, description="GPU capacity of the ready clusters.")
+    clusters: list[ColonyClusterStatus] = Field(
+        default_factory=list, description="Per-cluster state and GPU inventory."
+    )
+    addons: list[AddonStatus] = Field(default_factory=list, description="Per-dependency readiness.")
 
 
 COLONY = ResourceDefinition(
@@ -225,6 +272,7 @@ COLONY = ResourceDefinition(
         PrinterColumn("Phase", "string", ".status.phase", "High-level state of the colony."),
         PrinterColumn("Ready", "integer", ".status.readyClusters", "Clusters that are ready."),
         PrinterColumn("Clusters", "integer", ".status.totalClusters", "Clusters in the colony."),
+        PrinterColumn("GPUs", "integer", ".status.gpus", "GPU capacity of the ready clusters."),
         PrinterColumn("K8s", "string", ".spec.k8sVersion", "Kubernetes version.", priority=1),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
     ),

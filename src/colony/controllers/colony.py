@@ -1,7 +1,15 @@
-"""Colony handlers (foundation stage: validate and report; provisioning comes with its issue)."""
+"""Colony handlers: render → server-side apply → prune → observe → status. Never blocks.
+
+- create/update/resume: the full reconcile (idempotent: a crash anywhere and a re-run converge).
+- a timer and Cluster API Cluster events refresh the status (phase, per-cluster GPU inventory).
+- delete: deletes the colony's Clusters and add-ons, re-checks with a delay until Cluster API is
+  done, then removes the remaining parts and releases the finalizer.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -9,18 +17,217 @@ import kopf
 from colony.api import COLONY
 from colony.api.colony import ColonySpec
 from colony.controllers.acceptance import accept_spec
+from colony.controllers.colony_children import (
+    CAPI_CLUSTER,
+    HELM_RELEASE_PROXY,
+    apply_all,
+    delete_everything,
+    desired_objects,
+    prune,
+)
+from colony.kube.colony_clusters import ClusterAccessError, ColonyClusterClients
+from colony.kube.config import default_api_client
+from colony.kube.resources import Kube
+from colony.render.colony import render_colony
+from colony.render.contract import ColonyRef, HostedControlPlanePorts, RenderedColony
+from colony.render.labels import COLONY_LABEL
+from colony.render.ports import allocate_hosted_ports, hosted_ports_key
+from colony.status.colony import AddonObservation, ClusterObservation, colony_status
+
+STATUS_REFRESH_S = 5.0
+DELETE_RECHECK_S = 3.0
+
+Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+
+
+@kopf.on.startup()
+async def connect(memo: kopf.Memo, **_: Any) -> None:
+    """One management-cluster client and one colony-client cache for the operator's life."""
+    memo.kube = Kube(await default_api_client())
+    memo.colony_clients = ColonyClusterClients(memo.kube)
+
+
+@kopf.on.cleanup()
+async def disconnect(memo: kopf.Memo, **_: Any) -> None:
+    """Close every client."""
+    await memo.colony_clients.close()
+    await memo.kube.api.close()
+
+
+async def _ports(
+    kube: Kube, namespace: str, name: str, spec: ColonySpec, status: Mapping[str, Any]
+) -> dict[str, HostedControlPlanePorts]:
+    """Hosted control-plane ports: the ones recorded in status, else freshly allocated ones that no
+    other colony has recorded. Remote clusters always get a hosted control plane."""
+    hosted = [c for c in spec.colony_clusters if spec.hosted_control_plane_enabled or c.provider == "remote"]
+    if not hosted:
+        return {}
+    recorded = {
+        c["name"]: HostedControlPlanePorts(
+            c["hostedControlPlane"]["apiPort"], c["hostedControlPlane"]["konnectivityPort"]
+        )
+        for c in status.get("clusters") or []
+        if c.get("hostedControlPlane")
+    }
+    used: set[int] = set()
+    for other in await kube.list(COLONY.api_version, COLONY.kind):
+        if (other["metadata"]["namespace"], other["metadata"]["name"]) == (namespace, name):
+            continue
+        for entry in (other.get("status") or {}).get("clusters") or []:
+            taken = entry.get("hostedControlPlane") or {}
+            used |= {int(port) for port in (taken.get("apiPort"), taken.get("konnectivityPort")) if port}
+    ports: dict[str, HostedControlPlanePorts] = {}
+    for cluster in hosted:
+        allocated = recorded.get(cluster.cluster_name) or allocate_hosted_ports(
+            hosted_ports_key(namespace, name, cluster.cluster_name), used
+        )
+        used |= {allocated.api, allocated.konnectivity}
+        ports[cluster.cluster_name] = allocated
+    return ports
+
+
+async def _render(memo: kopf.Memo, body: Mapping[str, Any], spec: ColonySpec) -> RenderedColony:
+    meta = body["metadata"]
+    ref = ColonyRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
+    ports = await _ports(memo.kube, ref.namespace, ref.name, spec, body.get("status") or {})
+    return render_colony(ref, spec, ports)
+
+
+async def _observe(
+    memo: kopf.Memo, namespace: str, colony: str, rendered: RenderedColony
+) -> tuple[dict[str, ClusterObservation], list[AddonObservation]]:
+    kube: Kube = memo.kube
+    clients: ColonyClusterClients = memo.colony_clients
+    capi = {
+        c["metadata"]["name"]: c
+        for c in await kube.list(*CAPI_CLUSTER, namespace, label_selector=f"{COLONY_LABEL}={colony}")
+    }
+    observations: dict[str, ClusterObservation] = {}
+    for cluster in rendered.clusters:
+        capi_cluster = capi.get(cluster.capi_cluster_name) if cluster.capi_cluster_name else None
+        provisioned = cluster.capi_cluster_name is None or (
+            capi_cluster is not None and (capi_cluster.get("status") or {}).get("phase") == "Provisioned"
+        )
+        inventory, error = None, None
+        if provisioned:
+            try:
+                inventory = await clients.inventory(
+                    namespace, cluster.kubeconfig_secret, cluster.kubeconfig_key
+                )
+            except ClusterAccessError as access:
+                error = str(access)
+        observations[cluster.cluster_name] = ClusterObservation(capi_cluster, inventory, error)
+    return observations, await _observe_addons(kube, namespace, rendered)
+
+
+async def _observe_addons(kube: Kube, namespace: str, rendered: RenderedColony) -> list[AddonObservation]:
+    """Aggregate the HelmReleaseProxies CAAPH created for each HelmChartProxy."""
+    addons = []
+    for proxy in rendered.addons:
+        name = proxy["metadata"]["name"]
+        dependency = proxy["metadata"].get("labels", {}).get("colony.exalsius.ai/addon", name)
+        releases = await kube.list(
+            *HELM_RELEASE_PROXY,
+            namespace,
+            label_selector=f"addons.cluster.x-k8s.io/helmchartproxy-name={name}",
+        )
+        not_ready = [
+            r["metadata"]["name"]
+            for r in releases
+            if not any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (r.get("status") or {}).get("conditions") or []
+            )
+        ]
+        if not releases:
+            addons.append(AddonObservation(dependency, name, False, "no Helm release yet"))
+        elif not_ready:
+            addons.append(AddonObservation(dependency, name, False, f"not ready: {', '.join(not_ready)}"))
+        else:
+            addons.append(AddonObservation(dependency, name, True, f"deployed on {len(releases)} cluster(s)"))
+    return addons
+
+
+async def _status(
+    memo: kopf.Memo, body: Mapping[str, Any], rendered: RenderedColony, conditions: list[dict[str, Any]]
+) -> dict[str, Any]:
+    meta = body["metadata"]
+    observations, addons = await _observe(memo, meta["namespace"], meta["name"], rendered)
+    return colony_status(
+        rendered, observations, addons, previous_conditions=conditions, generation=meta.get("generation")
+    )
 
 
 @kopf.on.resume(COLONY.group, COLONY.version, COLONY.plural)
 @kopf.on.create(COLONY.group, COLONY.version, COLONY.plural)
 @kopf.on.update(COLONY.group, COLONY.version, COLONY.plural)
-def reconcile_colony(
-    spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, patch: kopf.Patch, logger: Any, **_: Any
+async def reconcile_colony(
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    meta: kopf.Meta,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+    logger: Logger,
+    **_: Any,
 ) -> None:
-    """Validate the spec and record observedGeneration, an Accepted condition and the counts."""
+    """Render the colony, apply it, prune what was removed, and write the observed status."""
     parsed = accept_spec(ColonySpec, spec, status, meta.get("generation"), patch, logger)
-    if isinstance(parsed, ColonySpec):
-        patch.status["phase"] = status.get("phase") or "Pending"
-        patch.status["totalClusters"] = len(parsed.colony_clusters)
-        patch.status["readyClusters"] = status.get("readyClusters") or 0
-        logger.info("colony accepted with %d cluster(s)", len(parsed.colony_clusters))
+    if not isinstance(parsed, ColonySpec):
+        return
+    rendered = await _render(memo, body, parsed)
+    applied = await apply_all(memo.kube, desired_objects(rendered))
+    removed = await prune(memo.kube, meta["namespace"], meta["name"], rendered)
+    for problem in rendered.problems:
+        kopf.warn(body, reason="UnknownDependency", message=problem)
+    if removed:
+        kopf.info(
+            body, reason="Pruned", message=f"deleted objects no longer in the spec: {', '.join(removed)}"
+        )
+    logger.info("applied %d object(s), pruned %d", applied, len(removed))
+    new_status = await _status(memo, body, rendered, patch.status["conditions"])
+    _record_transition(body, status, new_status)
+    patch.status.update(new_status)
+
+
+@kopf.timer(
+    COLONY.group, COLONY.version, COLONY.plural, interval=STATUS_REFRESH_S, initial_delay=STATUS_REFRESH_S
+)
+async def refresh_colony_status(
+    body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch, memo: kopf.Memo, **_: Any
+) -> None:
+    """Finish pending prunes, re-observe clusters and add-ons; patch the status when it changed."""
+    try:
+        parsed = ColonySpec.model_validate(dict(spec))
+    except ValueError:
+        return
+    rendered = await _render(memo, body, parsed)
+    # Parts of a removed cluster wait for its Cluster to be gone; finish pruning them here.
+    await prune(memo.kube, body["metadata"]["namespace"], body["metadata"]["name"], rendered)
+    new_status = await _status(memo, body, rendered, list(status.get("conditions") or []))
+    new_status.pop("observedGeneration")  # only a full reconcile may claim a generation
+    if any(status.get(k) != v for k, v in new_status.items()):
+        _record_transition(body, status, new_status)
+        patch.status.update(new_status)
+
+
+def _record_transition(body: kopf.Body, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    if old.get("phase") != new["phase"]:
+        ready: Mapping[str, Any] = next((c for c in new["conditions"] if c["type"] == "Ready"), {})
+        event = kopf.warn if new["phase"] in ("Degraded", "Failed") else kopf.info
+        event(body, reason=f"Colony{new['phase']}", message=ready.get("message", new["phase"]))
+
+
+@kopf.on.delete(COLONY.group, COLONY.version, COLONY.plural)
+async def delete_colony(
+    meta: kopf.Meta, patch: kopf.Patch, memo: kopf.Memo, logger: Logger, **_: Any
+) -> None:
+    """Delete the colony's objects; re-check later (never wait here) until all are gone."""
+    patch.status["phase"] = "Deleting"
+    remaining = await delete_everything(memo.kube, meta["namespace"], meta["name"])
+    if remaining:
+        logger.info("waiting for %d object(s) to go: %s", len(remaining), ", ".join(remaining[:5]))
+        raise kopf.TemporaryError(
+            f"waiting for {len(remaining)} object(s) to be deleted", delay=DELETE_RECHECK_S
+        )
+    logger.info("every object of the colony is gone")

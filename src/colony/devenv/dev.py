@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from pathlib import Path
 
+from colony.devenv.capi_harness import CapiHarness
+from colony.devenv.cluster import LocalCluster
 from colony.devenv.environment import (
     DEFAULT_COLONY_NODES,
     running,
@@ -17,6 +20,8 @@ from colony.devenv.kwok import GPUNodeSpec
 from colony.devenv.tools import ensure_tools, repo_root
 
 DEV_COLONY = "dev-colony"
+DEMO_COLONY = repo_root() / "examples" / "colony-docker-ray.yaml"
+DEMO_COLONY_NAME = "docker-colony-ray"
 
 
 def _say(text: str) -> None:
@@ -70,6 +75,12 @@ def run_dev(gpu_nodes: int = 2, state_dir: Path | None = None) -> None:
 """,
             flush=True,
         )
+        # Cluster API cannot run without Docker: the harness plays it, every colony Cluster becomes
+        # the dev colony cluster.
+        colony_kubeconfig = colony.kubeconfig()
+        stack.enter_context(CapiHarness(str(mgmt_config), lambda _ns, _name: colony_kubeconfig))
+        management.kubectl("apply", "-n", "default", "-f", str(DEMO_COLONY))
+        threading.Thread(target=_show_when_ready, args=(management,), daemon=True).start()
         os.environ["KUBECONFIG"] = str(mgmt_config)
         from colony.operator import run_operator
 
@@ -77,6 +88,21 @@ def run_dev(gpu_nodes: int = 2, state_dir: Path | None = None) -> None:
             run_operator()
         _say("stopping")
     _cleanup(state)
+
+
+def _show_when_ready(management: LocalCluster, timeout: float = 180) -> None:
+    """Print the demo colony once it is Ready (from a background thread)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = management.kubectl(
+            "get", "colony", DEMO_COLONY_NAME, "-n", "default", "-o", "jsonpath={.status.phase}", check=False
+        )
+        if result.stdout == "Ready":
+            table = management.kubectl("get", "colonies", "-n", "default", "-o", "wide").stdout
+            _say(f"demo colony {DEMO_COLONY_NAME} is Ready:\n{table}")
+            return
+        time.sleep(1)
+    _say(f"demo colony {DEMO_COLONY_NAME} is not Ready after {timeout:.0f}s; see `kubectl describe colony`")
 
 
 def _cleanup(state: Path) -> None:

@@ -1,0 +1,33 @@
+"""Async API clients for the management cluster and for colony clusters (from kubeconfig dicts)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes_asyncio import client, config
+
+_TEMP_DIR = tempfile.mkdtemp(prefix="colony-kubeconfig-")
+
+
+async def api_client_from_kubeconfig(kubeconfig: Mapping[str, Any]) -> client.ApiClient:
+    """An ApiClient for the current context of a kubeconfig given as a dict.
+
+    Raises config.ConfigException (or ValueError/KeyError/TypeError) for a broken kubeconfig.
+    """
+    configuration = client.Configuration()
+    await config.load_kube_config_from_dict(
+        dict(kubeconfig), client_configuration=configuration, temp_file_path=_TEMP_DIR
+    )
+    return client.ApiClient(configuration)
+
+
+async def default_api_client() -> client.ApiClient:
+    """In-cluster service account when running in a pod, else $KUBECONFIG / ~/.kube/config."""
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        await config.load_kube_config(client_configuration=configuration)
+    return client.ApiClient(configuration)

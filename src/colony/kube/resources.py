@@ -1,0 +1,139 @@
+"""Generic, typed-enough access to any Kubernetes resource through the dynamic client.
+
+Everything the operator owns is written with server-side apply under one field manager, so spec
+edits propagate, fields others own are left alone, and re-applying after a crash is a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.dynamic import DynamicClient
+from kubernetes_asyncio.dynamic.exceptions import ResourceNotFoundError
+
+FIELD_MANAGER = "colony-operator"
+
+Object = dict[str, Any]
+
+
+class KubeApiError(Exception):
+    """The API server answered with an error status; `reason` is Kubernetes' (NotFound, Invalid...)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+
+
+class NotFound(KubeApiError):
+    """404: the object or its kind does not exist."""
+
+
+class Kube:
+    """One cluster's API, addressed by (apiVersion, kind).
+
+    The dynamic client is used for discovery (kind -> path) only: its requests do not raise on
+    error statuses, so every request goes through _call(), which does.
+    """
+
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+        self._dynamic: DynamicClient | None = None
+
+    async def _path(self, api_version: str, kind: str, name: str | None, namespace: str | None) -> str:
+        if self._dynamic is None:
+            self._dynamic = await DynamicClient(self.api)
+        try:
+            resource = await self._dynamic.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError as error:
+            raise NotFound(404, "NotFound", f"{kind} ({api_version}) is not served") from error
+        path: str = resource.path(name=name, namespace=namespace if resource.namespaced else None)
+        return path
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
+    ) -> Object:
+        response = await self.api.call_api(
+            path,
+            method,
+            {},
+            query or [],
+            {"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+        )
+        data = await response.json(content_type=None)
+        if response.status >= 400:
+            error = NotFound if response.status == 404 else KubeApiError
+            raise error(response.status, str(data.get("reason", "")), str(data.get("message", data)))
+        result: Object = data
+        return result
+
+    async def apply(self, manifest: Mapping[str, Any]) -> Object:
+        """Server-side apply `manifest` (force: the operator is the owner of what it renders)."""
+        meta = manifest["metadata"]
+        path = await self._path(manifest["apiVersion"], manifest["kind"], meta["name"], meta.get("namespace"))
+        return await self._call(
+            "PATCH",
+            path,
+            body=dict(manifest),
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            content_type="application/apply-patch+yaml",
+        )
+
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Object | None:
+        """The object, or None when it (or its kind) does not exist."""
+        try:
+            return await self._call("GET", await self._path(api_version, kind, name, namespace))
+        except NotFound:
+            return None
+
+    async def list(
+        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[Object]:
+        """Objects of a kind, each with apiVersion and kind set (empty when the kind is not served)."""
+        query = [("labelSelector", label_selector)] if label_selector else []
+        try:
+            result = await self._call(
+                "GET", await self._path(api_version, kind, None, namespace), query=query
+            )
+        except NotFound:
+            return []
+        items: list[Object] = result.get("items", [])
+        for item in items:
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items
+
+    async def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        """Request deletion (background propagation); False when the object was already gone."""
+        try:
+            await self._call(
+                "DELETE",
+                await self._path(api_version, kind, name, namespace),
+                body={"propagationPolicy": "Background"},
+            )
+        except NotFound:
+            return False
+        return True
+
+    async def patch_status(
+        self, api_version: str, kind: str, name: str, namespace: str | None, status: Mapping[str, Any]
+    ) -> Object:
+        """Merge-patch the status subresource."""
+        path = await self._path(api_version, kind, name, namespace) + "/status"
+        return await self._call(
+            "PATCH", path, body={"status": dict(status)}, content_type="application/merge-patch+json"
+        )
