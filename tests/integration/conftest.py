@@ -56,6 +56,14 @@ def namespace(management: LocalCluster) -> str:
     return name
 
 
+@pytest.fixture
+def unwatched_namespace(management: LocalCluster) -> str:
+    """A fresh namespace no operator watches: objects there stay exactly as a test made them."""
+    name = f"u-{uuid.uuid4().hex[:8]}"
+    management.kubectl("create", "namespace", name)
+    return name
+
+
 @pytest.fixture(scope="session")
 def capi(management: LocalCluster, colony_cluster: LocalCluster) -> Iterator[CapiHarness]:
     """Plays Cluster API: every colony Cluster becomes the `colony_cluster` (kwok GPU nodes)."""

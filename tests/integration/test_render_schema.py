@@ -97,8 +97,9 @@ def missing(rendered: Any, stored: Any, path: str = "") -> list[str]:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_rendered_object_is_accepted_unpruned(
-    management: LocalCluster, namespace: str, case: str
+    management: LocalCluster, unwatched_namespace: str, case: str
 ) -> None:
+    namespace = unwatched_namespace
     rendered = render_for(management, namespace, case)
     assert rendered.problems == ()
     objects = [m for cluster in rendered.clusters for m in cluster.manifests] + list(rendered.addons)
@@ -115,9 +116,10 @@ def test_every_rendered_object_is_accepted_unpruned(
 
 
 def test_dry_run_rejects_what_the_upstream_schema_does_not_know(
-    management: LocalCluster, namespace: str
+    management: LocalCluster, unwatched_namespace: str
 ) -> None:
     """The control: the same path fails on an unknown field and on a missing required field."""
+    namespace = unwatched_namespace
     rendered = render_for(management, namespace, "docker-hosted")
     objects = [m for m in rendered.clusters[0].manifests]
     control_plane = next(o for o in objects if o["kind"] == "K0smotronControlPlane")

@@ -8,7 +8,6 @@ import threading
 import time
 from pathlib import Path
 
-from colony.devenv.capi_harness import CapiHarness
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.environment import (
     DEFAULT_COLONY_NODES,
@@ -78,10 +77,14 @@ def run_dev(gpu_nodes: int = 2, state_dir: Path | None = None) -> None:
         # Cluster API cannot run without Docker: the harness plays it, every colony Cluster becomes
         # the dev colony cluster.
         colony_kubeconfig = colony.kubeconfig()
+        # The kubernetes package reads $KUBECONFIG once, when first imported (kopf's login uses
+        # it): set the variable before the harness imports it.
+        os.environ["KUBECONFIG"] = str(mgmt_config)
+        from colony.devenv.capi_harness import CapiHarness
+
         stack.enter_context(CapiHarness(str(mgmt_config), lambda _ns, _name: colony_kubeconfig))
         management.kubectl("apply", "-n", "default", "-f", str(DEMO_COLONY))
         threading.Thread(target=_show_when_ready, args=(management,), daemon=True).start()
-        os.environ["KUBECONFIG"] = str(mgmt_config)
         from colony.operator import run_operator
 
         with contextlib.suppress(KeyboardInterrupt):
