@@ -77,6 +77,12 @@ def test_docker_colony_provisions_scales_prunes_and_deletes(
     }
     hosted = cluster["hostedControlPlane"]
     assert hosted["apiPort"] != hosted["konnectivityPort"]
+
+    def addons_ready() -> bool:
+        current = _colony(management, namespace, name)["status"]
+        return all(a["ready"] for a in current["addons"]) and len(current["addons"]) == 2
+
+    eventually(addons_ready, 30)
     row = management.kubectl("get", "colonies", "-n", namespace, "--no-headers").stdout.split()
     assert row[:5] == [name, "Ready", "1", "1", str(COLONY_GPUS)]
 

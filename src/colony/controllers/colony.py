@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -190,32 +190,54 @@ async def reconcile_colony(
     patch.status.update(new_status)
 
 
-@kopf.timer(
-    COLONY.group, COLONY.version, COLONY.plural, interval=STATUS_REFRESH_S, initial_delay=STATUS_REFRESH_S
-)
-async def refresh_colony_status(
-    body: kopf.Body, spec: kopf.Spec, status: kopf.Status, patch: kopf.Patch, memo: kopf.Memo, **_: Any
-) -> None:
-    """Finish pending prunes, re-observe clusters and add-ons; patch the status when it changed."""
+async def _refreshed_status(memo: kopf.Memo, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Finish pending prunes and re-observe; the status to patch, or None when nothing changed."""
+    status = body.get("status") or {}
     try:
-        parsed = ColonySpec.model_validate(dict(spec))
+        parsed = ColonySpec.model_validate(dict(body["spec"]))
     except ValueError:
-        return
+        return None
     rendered = await _render(memo, body, parsed)
     # Parts of a removed cluster wait for its Cluster to be gone; finish pruning them here.
     await prune(memo.kube, body["metadata"]["namespace"], body["metadata"]["name"], rendered)
     new_status = await _status(memo, body, rendered, list(status.get("conditions") or []))
     new_status.pop("observedGeneration")  # only a full reconcile may claim a generation
-    if any(status.get(k) != v for k, v in new_status.items()):
-        _record_transition(body, status, new_status)
+    if all(status.get(k) == v for k, v in new_status.items()):
+        return None
+    _record_transition(body, status, new_status)
+    return new_status
+
+
+@kopf.timer(
+    COLONY.group, COLONY.version, COLONY.plural, interval=STATUS_REFRESH_S, initial_delay=STATUS_REFRESH_S
+)
+async def refresh_colony_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    """Periodic safety net: re-observe clusters and add-ons (inventory changes have no event)."""
+    new_status = await _refreshed_status(memo, body)
+    if new_status is not None:
         patch.status.update(new_status)
 
 
-def _record_transition(body: kopf.Body, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+@kopf.on.event("cluster.x-k8s.io", "v1beta2", "clusters", labels={COLONY_LABEL: kopf.PRESENT})
+async def capi_cluster_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A colony's Cluster API Cluster changed: refresh that colony's status now, not at the next tick."""
+    namespace, colony = body["metadata"]["namespace"], body["metadata"]["labels"][COLONY_LABEL]
+    current = await memo.kube.get(COLONY.api_version, COLONY.kind, colony, namespace)
+    if current is None or current["metadata"].get("deletionTimestamp"):
+        return
+    new_status = await _refreshed_status(memo, current)
+    if new_status is not None:
+        await memo.kube.patch_status(COLONY.api_version, COLONY.kind, colony, namespace, new_status)
+
+
+def _record_transition(body: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """An Event on the colony when its phase changes (a plain dict body works for kopf's posting)."""
     if old.get("phase") != new["phase"]:
         ready: Mapping[str, Any] = next((c for c in new["conditions"] if c["type"] == "Ready"), {})
         event = kopf.warn if new["phase"] in ("Degraded", "Failed") else kopf.info
-        event(body, reason=f"Colony{new['phase']}", message=ready.get("message", new["phase"]))
+        event(
+            cast(kopf.Body, body), reason=f"Colony{new['phase']}", message=ready.get("message", new["phase"])
+        )
 
 
 @kopf.on.delete(COLONY.group, COLONY.version, COLONY.plural)

@@ -4,7 +4,8 @@ For every Cluster API `Cluster` of a colony in the management cluster it does wh
 providers would: adds the Cluster finalizer, marks the Cluster Provisioned (or Failed, or keeps it
 Provisioning, when a test asks), writes the `<cluster>-kubeconfig` Secret pointing at a real local
 API server with kwok GPU nodes, marks MachineDeployments' replicas ready, and on deletion removes
-the kubeconfig Secret and the finalizer. Used by the integration tests and by `make dev`.
+the kubeconfig Secret and the finalizer. It also plays CAAPH: a deployed HelmReleaseProxy for each
+provisioned Cluster a colony's HelmChartProxy selects. Used by the integration tests and `make dev`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from colony.render.labels import COLONY_LABEL, kubeconfig_secret_name
 log = logging.getLogger(__name__)
 
 GROUP, VERSION = "cluster.x-k8s.io", "v1beta2"
+ADDONS, ADDONS_VERSION = "addons.cluster.x-k8s.io", "v1alpha1"
 CAPI_FINALIZER = "cluster.cluster.x-k8s.io"
 POLL_S = 0.3
 
@@ -115,6 +117,11 @@ class CapiHarness:
         )
         for deployment in deployments["items"]:
             self._sync_machine_deployment(deployment)
+        proxies = self.custom.list_cluster_custom_object(
+            ADDONS, ADDONS_VERSION, "helmchartproxies", label_selector=selector
+        )
+        for proxy in proxies["items"]:
+            self._sync_helm_chart_proxy(proxy, clusters["items"])
 
     def _sync_cluster(self, cluster: dict[str, Any]) -> None:
         meta = cluster["metadata"]
@@ -186,6 +193,79 @@ class CapiHarness:
         }
         with contextlib.suppress(ApiException):  # already created by a concurrent round
             self.core.create_namespaced_secret(namespace, body)
+
+    def _sync_helm_chart_proxy(self, proxy: dict[str, Any], clusters: list[dict[str, Any]]) -> None:
+        """Play CAAPH: one deployed HelmReleaseProxy per provisioned Cluster the proxy selects."""
+        meta = proxy["metadata"]
+        if meta.get("deletionTimestamp"):
+            return
+        namespace = meta["namespace"]
+        selector = ((proxy.get("spec") or {}).get("clusterSelector") or {}).get("matchLabels") or {}
+        for cluster in clusters:
+            cluster_meta = cluster["metadata"]
+            labels = cluster_meta.get("labels") or {}
+            if (
+                cluster_meta["namespace"] != namespace
+                or cluster_meta.get("deletionTimestamp")
+                or (cluster.get("status") or {}).get("phase") != "Provisioned"
+                or any(labels.get(k) != v for k, v in selector.items())
+            ):
+                continue
+            self._ensure_release(proxy, cluster_meta["name"])
+
+    def _ensure_release(self, proxy: dict[str, Any], cluster: str) -> None:
+        meta, spec = proxy["metadata"], proxy.get("spec") or {}
+        namespace = meta["namespace"]
+        release = f"{meta['name']}-{cluster}"[:63].rstrip("-")
+        with contextlib.suppress(ApiException):
+            self.custom.get_namespaced_custom_object(
+                ADDONS, ADDONS_VERSION, namespace, "helmreleaseproxies", release
+            )
+            return
+        body = {
+            "apiVersion": f"{ADDONS}/{ADDONS_VERSION}",
+            "kind": "HelmReleaseProxy",
+            "metadata": {
+                "name": release,
+                "labels": {
+                    "addons.cluster.x-k8s.io/helmchartproxy-name": meta["name"],
+                    "cluster.x-k8s.io/cluster-name": cluster,
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": f"{ADDONS}/{ADDONS_VERSION}",
+                        "kind": "HelmChartProxy",
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "clusterRef": {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Cluster", "name": cluster},
+                "repoURL": spec.get("repoURL", ""),
+                "chartName": spec.get("chartName", ""),
+                "version": spec.get("version", ""),
+            },
+        }
+        with contextlib.suppress(ApiException):
+            self.custom.create_namespaced_custom_object(
+                ADDONS, ADDONS_VERSION, namespace, "helmreleaseproxies", body
+            )
+            self.custom.patch_namespaced_custom_object_status(
+                ADDONS,
+                ADDONS_VERSION,
+                namespace,
+                "helmreleaseproxies",
+                release,
+                {
+                    "status": {
+                        "status": "deployed",
+                        "revision": 1,
+                        "conditions": [_condition("Ready", True, "Deployed")],
+                    }
+                },
+            )
 
     def _sync_machine_deployment(self, deployment: dict[str, Any]) -> None:
         meta = deployment["metadata"]
