@@ -55,9 +55,12 @@ def test_docker_colony_provisions_scales_prunes_and_deletes(
 ) -> None:
     colony = _example("colony-docker-ray.yaml")
     name = colony["metadata"]["name"]
-    capi.hold(namespace, f"{name}-docker-1")
+    capi.hold(namespace, f"{name}-docker-1", phase="Pending")
     _apply(management, namespace, colony)
 
+    pending = eventually(lambda: _phase_is(management, namespace, name, "Pending"), 30)
+    assert pending["status"]["clusters"][0]["phase"] == "Pending"
+    capi.hold(namespace, f"{name}-docker-1", phase="Provisioning")
     provisioning = eventually(lambda: _phase_is(management, namespace, name, "Provisioning"), 30)
     assert provisioning["status"]["readyClusters"] == 0
     owned = _owned(management, namespace, name)
@@ -83,6 +86,11 @@ def test_docker_colony_provisions_scales_prunes_and_deletes(
         return all(a["ready"] for a in current["addons"]) and len(current["addons"]) == 2
 
     eventually(addons_ready, 30)
+    events = management.get_json("events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")
+    reasons = [e["reason"] for e in sorted(events["items"], key=lambda e: e["metadata"]["creationTimestamp"])]
+    phases = [r for r in reasons if r in ("ColonyPending", "ColonyProvisioning", "ColonyReady")]
+    first_seen = list(dict.fromkeys(phases))  # concurrent handlers may post the same change twice
+    assert first_seen == ["ColonyPending", "ColonyProvisioning", "ColonyReady"], reasons
     row = management.kubectl("get", "colonies", "-n", namespace, "--no-headers").stdout.split()
     assert row[:5] == [name, "Ready", "1", "1", str(COLONY_GPUS)]
 

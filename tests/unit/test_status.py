@@ -69,6 +69,8 @@ def test_empty_colony_is_never_ready() -> None:
 def test_phases_from_pending_to_ready() -> None:
     clusters = [_capi("a", None)]
     assert _status(clusters, {})["phase"] == "Pending"
+    created = _status(clusters, {"a": ClusterObservation({"metadata": {"name": "x"}})})
+    assert (created["phase"], created["clusters"][0]["phase"]) == ("Pending", "Pending")
     provisioning = _status(clusters, {"a": ClusterObservation(_cluster_obj("Provisioning"))})
     assert provisioning["phase"] == "Provisioning"
     waiting = _status(clusters, {"a": ClusterObservation(_cluster_obj("Provisioned"), None, "no Secret")})

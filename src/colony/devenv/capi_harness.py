@@ -58,7 +58,7 @@ class CapiHarness:
         self.core = kubernetes.client.CoreV1Api(api)
         self.kubeconfig_for = kubeconfig_for
         self._failed: dict[tuple[str, str], str] = {}
-        self._held: set[tuple[str, str]] = set()
+        self._held: dict[tuple[str, str], str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="capi-harness", daemon=True)
         self._lock = threading.Lock()
@@ -70,15 +70,16 @@ class CapiHarness:
         with self._lock:
             self._failed[(namespace, cluster)] = message
 
-    def hold(self, namespace: str, cluster: str) -> None:
-        """Keep this Cluster Provisioning (or, once deleted, Deleting) until release()."""
+    def hold(self, namespace: str, cluster: str, phase: str = "Provisioning") -> None:
+        """Keep this Cluster in `phase` (Pending: status untouched, as before CAPI looks at it;
+        Provisioning) and, once deleted, Deleting, until release()."""
         with self._lock:
-            self._held.add((namespace, cluster))
+            self._held[(namespace, cluster)] = phase
 
     def release(self, namespace: str, cluster: str) -> None:
         """Let a held or failed Cluster provision normally."""
         with self._lock:
-            self._held.discard((namespace, cluster))
+            self._held.pop((namespace, cluster), None)
             self._failed.pop((namespace, cluster), None)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -128,7 +129,7 @@ class CapiHarness:
         namespace, name = meta["namespace"], meta["name"]
         with self._lock:
             failure = self._failed.get((namespace, name))
-            held = (namespace, name) in self._held
+            held = self._held.get((namespace, name))
         if meta.get("deletionTimestamp"):
             if held:
                 return  # a held Cluster also takes its time to be deleted
@@ -142,6 +143,8 @@ class CapiHarness:
                     {"metadata": {"finalizers": remaining, "resourceVersion": meta["resourceVersion"]}},
                 )
             return
+        if held == "Pending":
+            return
         if CAPI_FINALIZER not in meta.get("finalizers", []):
             self._patch(
                 namespace, name, {"metadata": {"finalizers": [*meta.get("finalizers", []), CAPI_FINALIZER]}}
@@ -153,7 +156,7 @@ class CapiHarness:
                 "phase": "Failed",
                 "conditions": [_condition("Available", False, "InfrastructureFailed", failure)],
             }
-        elif held:
+        elif held is not None:
             wanted = {"phase": "Provisioning", "conditions": [_condition("Available", False, "Provisioning")]}
         else:
             self._ensure_kubeconfig(namespace, name, meta["uid"])

@@ -92,6 +92,8 @@ def _cluster_phase(rendered: RenderedCluster, observed: ClusterObservation) -> t
         capi_phase = (cluster.get("status") or {}).get("phase") or "Pending"
         if capi_phase == "Failed":
             return "Failed", _capi_failure_message(cluster)
+        if capi_phase == "Pending":
+            return "Pending", "Cluster API has not started provisioning the cluster yet"
         if capi_phase != "Provisioned":
             return "Provisioning", f"Cluster API phase is {capi_phase}"
         if observed.inventory is None:
