@@ -96,6 +96,9 @@ build_helm() {
   mv "$work/gobin-helm/helm" "$bin/helm"
 }
 
+have_go="$(go env GOVERSION)"
+[[ "$have_go" == "$GO_TOOLCHAIN" ]] || log "warning: building with $have_go, pinned $GO_TOOLCHAIN (GOTOOLCHAIN=local: no download)"
+
 start=$SECONDS
 build_etcd
 build_kwok

@@ -27,7 +27,7 @@ from colony.controllers.colony_children import (
 )
 from colony.kube.colony_clusters import ClusterAccessError, ColonyClusterClients
 from colony.kube.config import default_api_client
-from colony.kube.resources import Kube
+from colony.kube.resources import Conflict, Kube
 from colony.render.colony import render_colony
 from colony.render.contract import ColonyRef, HostedControlPlanePorts, RenderedColony
 from colony.render.labels import COLONY_LABEL
@@ -204,18 +204,39 @@ async def _refreshed_status(memo: kopf.Memo, body: Mapping[str, Any]) -> dict[st
     new_status.pop("observedGeneration")  # only a full reconcile may claim a generation
     if all(status.get(k) == v for k, v in new_status.items()):
         return None
-    _record_transition(body, status, new_status)
     return new_status
+
+
+async def _refresh(memo: kopf.Memo, body: Mapping[str, Any]) -> None:
+    """Re-observe and patch the status, guarded by the resourceVersion the status was computed from:
+    the reconcile handler, the timer and Cluster events all write status, and a status computed
+    from a stale read must not drop what another writer just set (e.g. the Accepted condition)."""
+    new_status = await _refreshed_status(memo, body)
+    if new_status is None:
+        return
+    meta = body["metadata"]
+    try:
+        await memo.kube.patch_status(
+            COLONY.api_version,
+            COLONY.kind,
+            meta["name"],
+            meta["namespace"],
+            new_status,
+            resource_version=meta["resourceVersion"],
+        )
+    except Conflict:
+        return  # somebody wrote first; the next event or tick recomputes from the newer object
+    _record_transition(body, body.get("status") or {}, new_status)
 
 
 @kopf.timer(
     COLONY.group, COLONY.version, COLONY.plural, interval=STATUS_REFRESH_S, initial_delay=STATUS_REFRESH_S
 )
-async def refresh_colony_status(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+async def refresh_colony_status(memo: kopf.Memo, meta: kopf.Meta, **_: Any) -> None:
     """Periodic safety net: re-observe clusters and add-ons (inventory changes have no event)."""
-    new_status = await _refreshed_status(memo, body)
-    if new_status is not None:
-        patch.status.update(new_status)
+    current = await memo.kube.get(COLONY.api_version, COLONY.kind, meta["name"], meta["namespace"])
+    if current is not None and not current["metadata"].get("deletionTimestamp"):
+        await _refresh(memo, current)
 
 
 @kopf.on.event("cluster.x-k8s.io", "v1beta2", "clusters", labels={COLONY_LABEL: kopf.PRESENT})
@@ -223,11 +244,8 @@ async def capi_cluster_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> No
     """A colony's Cluster API Cluster changed: refresh that colony's status now, not at the next tick."""
     namespace, colony = body["metadata"]["namespace"], body["metadata"]["labels"][COLONY_LABEL]
     current = await memo.kube.get(COLONY.api_version, COLONY.kind, colony, namespace)
-    if current is None or current["metadata"].get("deletionTimestamp"):
-        return
-    new_status = await _refreshed_status(memo, current)
-    if new_status is not None:
-        await memo.kube.patch_status(COLONY.api_version, COLONY.kind, colony, namespace, new_status)
+    if current is not None and not current["metadata"].get("deletionTimestamp"):
+        await _refresh(memo, current)
 
 
 def _record_transition(body: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> None:

@@ -31,6 +31,10 @@ class NotFound(KubeApiError):
     """404: the object or its kind does not exist."""
 
 
+class Conflict(KubeApiError):
+    """409: the object changed since it was read (or already exists)."""
+
+
 class Kube:
     """One cluster's API, addressed by (apiVersion, kind).
 
@@ -74,7 +78,7 @@ class Kube:
         )
         data = await response.json(content_type=None)
         if response.status >= 400:
-            error = NotFound if response.status == 404 else KubeApiError
+            error = {404: NotFound, 409: Conflict}.get(response.status, KubeApiError)
             raise error(response.status, str(data.get("reason", "")), str(data.get("message", data)))
         result: Object = data
         return result
@@ -130,10 +134,22 @@ class Kube:
         return True
 
     async def patch_status(
-        self, api_version: str, kind: str, name: str, namespace: str | None, status: Mapping[str, Any]
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
     ) -> Object:
-        """Merge-patch the status subresource."""
+        """Merge-patch the status subresource.
+
+        With `resource_version` the patch only applies to that version of the object (else 409
+        Conflict): a status computed from a stale read must not overwrite a newer one.
+        """
         path = await self._path(api_version, kind, name, namespace) + "/status"
-        return await self._call(
-            "PATCH", path, body={"status": dict(status)}, content_type="application/merge-patch+json"
-        )
+        body: dict[str, Any] = {"status": dict(status)}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
+        return await self._call("PATCH", path, body=body, content_type="application/merge-patch+json")
