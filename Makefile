@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help venv tools crds lint test test-unit dev clean
+.PHONY: help venv lock tools crds lint test test-unit dev clean
 
 help:
 	@echo "make dev    - local management + colony cluster with fake GPU nodes, operator in the foreground"
@@ -13,10 +13,15 @@ help:
 	@echo "make tools  - build the pinned control-plane binaries and download upstream CRDs (cached)"
 	@echo "make crds   - regenerate crds/*.yaml from the API models"
 
-$(BIN)/colony: pyproject.toml
+# requirements.lock pins the whole resolved dependency tree (regenerate with `make lock`): installs
+# are reproducible and pip does not spend minutes backtracking through botocore releases.
+$(BIN)/colony: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[test]'
 	touch $@
+
+lock: venv
+	$(BIN)/pip freeze --exclude-editable | grep -v '^colony-operator' > requirements.lock
 
 venv: $(BIN)/colony
 

@@ -64,6 +64,14 @@ INVALID = {
         _set("wandbApiKeySecretRef", {"name": "wandb"}),
         "set either wandbApiKey or wandbApiKeySecretRef",
     ),
+    "ddpjob-unknown-gang-scheduler": (DDPJOB, _set("gangScheduler", "kueue"), "spec.gangScheduler"),
+    "ddpjob-negative-backoff": (DDPJOB, _set("backoffLimit", -1), "spec.backoffLimit"),
+    "ddpjob-bad-toleration": (
+        DDPJOB,
+        _set("tolerations", [{"key": "gpu", "operator": "In"}]),
+        "spec.tolerations[0].operator",
+    ),
+    "ddpjob-env-without-name": (DDPJOB, _set("env", [{"value": "1"}]), "spec.env[0].name"),
     "colony-no-clusters": (AWS_COLONY, _set("colonyClusters", []), "spec.colonyClusters"),
     "colony-missing-clusters": (AWS_COLONY, _set("colonyClusters", _DELETE), "spec.colonyClusters"),
     "colony-bad-k8s-version": (AWS_COLONY, _set("k8sVersion", "1.30"), "spec.k8sVersion"),
@@ -129,6 +137,29 @@ def test_invalid_manifest_is_rejected_naming_the_field(
     kind = document["kind"].lower()
     listed = management.get_json(kind, "-n", namespace)
     assert listed["items"] == []
+
+
+def test_extension_fields_are_accepted(management: LocalCluster, namespace: str) -> None:
+    """The DDPJob extension fields users expect, with int-or-string quantities."""
+    job = copy.deepcopy(DDPJOB)
+    job["spec"] |= {
+        "env": [
+            {"name": "NCCL_DEBUG", "value": "INFO"},
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
+        ],
+        "resources": {"requests": {"cpu": 4, "memory": "32Gi"}, "limits": {"memory": "64Gi"}},
+        "backoffLimit": 2,
+        "ttlSecondsAfterFinished": 60,
+        "activeDeadlineSeconds": 3600,
+        "gangScheduler": "default",
+        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    management.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(job))
+    stored = management.get_json("ddpjob", "test-ddp-job", "-n", namespace)["spec"]
+    assert stored["resources"]["requests"]["cpu"] == 4
+    assert stored["env"][1]["valueFrom"] == {"secretKeyRef": {"name": "s", "key": "k"}}
+    assert stored["queue"] == "default"  # defaulted
 
 
 def test_there_are_at_least_twelve_invalid_cases() -> None:

@@ -45,7 +45,11 @@ def test_checked_in_crd_matches_models(resource: ResourceDefinition, directory: 
 @pytest.mark.parametrize("resource", RESOURCES, ids=lambda r: r.kind)
 def test_every_field_has_a_type_and_description(resource: ResourceDefinition) -> None:
     for path, node in _walk(_schema(resource)["properties"]["spec"], "spec"):
-        assert "type" in node or node.get("x-kubernetes-preserve-unknown-fields"), path
+        assert (
+            "type" in node
+            or node.get("x-kubernetes-preserve-unknown-fields")
+            or node.get("x-kubernetes-int-or-string")
+        ), path
         if not path.endswith(("[]", "{}")):
             assert node.get("description"), f"{path} has no description"
     for path, node in _walk(_schema(resource)["properties"]["status"], "status"):

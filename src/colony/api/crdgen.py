@@ -40,6 +40,9 @@ def _structural(node: Any) -> Any:
         return node
     node = dict(node)
     any_of = node.pop("anyOf", None)
+    if any_of is not None and sorted(o.get("type", "") for o in any_of) == ["integer", "string"]:
+        node["x-kubernetes-int-or-string"] = True
+        any_of = None
     if any_of is not None:
         non_null = [option for option in any_of if option.get("type") != "null"]
         if len(non_null) != 1:

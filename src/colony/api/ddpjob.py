@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -22,6 +22,41 @@ _SPEC_RULES = cel_rules(
         "set either wandbApiKey or wandbApiKeySecretRef, not both",
     ),
 )
+
+
+class EnvVar(ApiModel):
+    """An environment variable of the workers (as in a container spec)."""
+
+    name: str = Field(min_length=1, description="Name of the variable.")
+    value: str | None = Field(default=None, description="Literal value.")
+    value_from: dict[str, Any] | None = Field(
+        default=None,
+        description="Source of the value (secretKeyRef, configMapKeyRef, fieldRef, ...), as in a container.",
+        json_schema_extra={"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class ResourceRequirements(ApiModel):
+    """Compute resources of each worker container."""
+
+    requests: dict[str, int | str] = Field(
+        default_factory=dict, description="Minimum resources, e.g. cpu: 4."
+    )
+    limits: dict[str, int | str] = Field(
+        default_factory=dict, description="Maximum resources, e.g. memory: 64Gi."
+    )
+
+
+class Toleration(ApiModel):
+    """A toleration of the workers' pods (as in a pod spec)."""
+
+    key: str | None = Field(default=None, description="Taint key; empty with Exists matches every taint.")
+    operator: Literal["Exists", "Equal"] = Field(default="Equal", description="Exists or Equal.")
+    value: str | None = Field(default=None, description="Taint value for Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Taint effect to match; empty matches all."
+    )
+    toleration_seconds: int | None = Field(default=None, description="How long NoExecute is tolerated.")
 
 
 class DDPJobSpec(ApiModel):
@@ -55,6 +90,37 @@ class DDPJobSpec(ApiModel):
     wandb_api_key_secret_ref: SecretKeyReference | None = Field(
         default=None, description="Secret key holding the Weights & Biases API key."
     )
+    env: list[EnvVar] = Field(
+        default_factory=list, max_length=128, description="Extra environment variables of every worker."
+    )
+    resources: ResourceRequirements | None = Field(
+        default=None,
+        description="CPU/memory (and other) requests and limits per worker; nvidia.com/gpu is set from "
+        "nprocPerNode unless cpuJob.",
+    )
+    backoff_limit: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="Whole-gang restarts after a worker failure before the job fails.",
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        default=None, ge=0, description="Delete the finished job's workers this many seconds after it ends."
+    )
+    active_deadline_seconds: int | None = Field(
+        default=None, ge=1, description="Fail the job when it runs longer than this many seconds."
+    )
+    gang_scheduler: Literal["volcano", "default"] = Field(
+        default="volcano",
+        description="volcano: all workers start together or not at all (PodGroup); default: kube-scheduler.",
+    )
+    queue: str = Field(default="default", min_length=1, description="Volcano queue of the job's PodGroup.")
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels every worker's node must carry."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, max_length=32, description="Taints the workers tolerate."
+    )
 
 
 DDPJobPhase = Literal["Pending", "Scheduling", "Running", "Restarting", "Succeeded", "Failed"]
@@ -69,6 +135,8 @@ class DDPJobStatus(ResourceStatus):
     workers_total: int | None = Field(default=None, description="Workers the job needs.")
     start_time: datetime | None = Field(default=None, description="When the workers started.")
     completion_time: datetime | None = Field(default=None, description="When the job finished.")
+    restarts: int | None = Field(default=None, description="Whole-gang restarts so far.")
+    message: str | None = Field(default=None, description="Why the job is in its phase.")
 
 
 DDPJOB = ResourceDefinition(
