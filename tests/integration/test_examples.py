@@ -18,7 +18,7 @@ def test_seed_examples_apply_unchanged(management: LocalCluster, namespace: str)
     assert header == ["NAME", "PHASE", "READY", "CLUSTERS", "GPUS", "AGE"]
     assert "test-colony" in colonies and "docker-colony-ray" in colonies
     jobs = management.kubectl("get", "ddpjobs", "-n", namespace).stdout
-    assert jobs.splitlines()[0].split() == ["NAME", "COLONY", "WORKERS", "GPUS/NODE", "PHASE", "AGE"]
+    assert jobs.splitlines()[0].split() == ["NAME", "COLONY", "WORKERS", "GPUS/NODE", "PHASE", "READY", "AGE"]
     row = jobs.splitlines()[1].split()
     assert row[:4] == ["test-ddp-job", "test-colony", "2", "1"]
 

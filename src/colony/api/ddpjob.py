@@ -135,6 +135,12 @@ class DDPJobStatus(ResourceStatus):
     workers_total: int | None = Field(default=None, description="Workers the job needs.")
     start_time: datetime | None = Field(default=None, description="When the workers started.")
     completion_time: datetime | None = Field(default=None, description="When the job finished.")
+    colony: str | None = Field(
+        default=None, description="Colony the job runs on (empty: management cluster)."
+    )
+    attempt: int | None = Field(
+        default=None, description="Current attempt; each gang restart starts a new one."
+    )
     restarts: int | None = Field(default=None, description="Whole-gang restarts so far.")
     message: str | None = Field(default=None, description="Why the job is in its phase.")
 
@@ -154,6 +160,9 @@ DDPJOB = ResourceDefinition(
         PrinterColumn("Workers", "integer", ".spec.parallelism", "Worker pods (nodes)."),
         PrinterColumn("GPUs/Node", "integer", ".spec.nprocPerNode", "Processes and GPUs per worker."),
         PrinterColumn("Phase", "string", ".status.phase", "High-level state of the job."),
+        PrinterColumn("Ready", "integer", ".status.workersReady", "Workers running."),
+        PrinterColumn("Cluster", "string", ".status.cluster", "Cluster the workers run on.", priority=1),
+        PrinterColumn("Restarts", "integer", ".status.restarts", "Whole-gang restarts.", priority=1),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
     ),
 )

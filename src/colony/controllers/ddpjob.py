@@ -1,25 +1,293 @@
-"""DDPJob handlers (foundation stage: validate and report; running workers comes with its issue)."""
+"""DDPJob handlers: place the job on a colony cluster (or the management cluster), create its
+Service, PodGroup and worker pods there, follow the workers, restart the whole gang on a failure,
+and clean up on deletion. Never blocks: waiting is a TemporaryError or the next timer tick."""
 
 from __future__ import annotations
 
+import base64
+import logging
 from typing import Any
 
 import kopf
 
-from colony.api import DDPJOB
+from colony.api import COLONY, DDPJOB
+from colony.api.base import SecretKeyReference
+from colony.api.colony import ColonySpec
+from colony.api.conditions import now_rfc3339, set_condition
 from colony.api.ddpjob import DDPJobSpec
 from colony.controllers.acceptance import accept_spec
+from colony.kube.colony_clusters import ClusterAccessError
+from colony.kube.resources import Kube
+from colony.render.colony import render_colony
+from colony.render.contract import ColonyRef
+from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, JobRef, render_ddpjob
+from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
+from colony.scheduling.placement import choose_cluster
+from colony.status.ddpjob import TERMINAL_PHASES, job_progress
+
+MANAGEMENT = "management"
+TRACK_INTERVAL_S = 2.0
+WAIT_S = 5.0
+
+Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+
+
+class Unplaceable(kopf.TemporaryError):
+    """The job cannot be placed yet; the message is the reason shown in status."""
+
+
+async def _cluster_client(memo: kopf.Memo, namespace: str, colony: str, cluster: str) -> Kube:
+    """The client of one cluster of a colony (through its kubeconfig Secret)."""
+    if not colony:
+        kube: Kube = memo.kube
+        return kube
+    body = await memo.kube.get(COLONY.api_version, COLONY.kind, colony, namespace)
+    if body is None:
+        raise ClusterAccessError(f"colony {colony} no longer exists")
+    spec = ColonySpec.model_validate(body["spec"])
+    rendered = render_colony(ColonyRef(colony, namespace, body["metadata"]["uid"]), spec, {})
+    target = next((c for c in rendered.clusters if c.cluster_name == cluster), None)
+    if target is None:
+        raise ClusterAccessError(f"colony {colony} has no cluster {cluster}")
+    client: Kube = await memo.colony_clients.client(
+        namespace, target.kubeconfig_secret, target.kubeconfig_key
+    )
+    return client
+
+
+async def _used_gpus(kube: Kube) -> int:
+    used = 0
+    for pod in await kube.list("v1", "Pod"):
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for container in pod["spec"].get("containers", []):
+            limits = (container.get("resources") or {}).get("limits") or {}
+            used += int(str(limits.get("nvidia.com/gpu", 0)))
+    return used
+
+
+async def _place(memo: kopf.Memo, namespace: str, spec: DDPJobSpec) -> tuple[str, str, str]:
+    """(colony, cluster, why) for the job; raises Unplaceable with the reason when it must wait."""
+    if not spec.target_colony:
+        return "", MANAGEMENT, "no targetColony: the management cluster"
+    colony = await memo.kube.get(COLONY.api_version, COLONY.kind, spec.target_colony, namespace)
+    if colony is None:
+        raise Unplaceable(f"colony {spec.target_colony} does not exist", delay=WAIT_S)
+    clusters = (colony.get("status") or {}).get("clusters") or []
+    used: dict[str, int] = {}
+    for cluster in clusters:
+        if cluster.get("phase") == "Ready":
+            try:
+                kube = await _cluster_client(memo, namespace, spec.target_colony, cluster["name"])
+                used[cluster["name"]] = await _used_gpus(kube)
+            except ClusterAccessError:
+                used[cluster["name"]] = 10**9
+    needed = 0 if spec.cpu_job else spec.parallelism * spec.nproc_per_node
+    chosen, why = choose_cluster(clusters, used, needed)
+    if chosen is None:
+        raise Unplaceable(f"colony {spec.target_colony}: {why}", delay=WAIT_S)
+    return spec.target_colony, chosen, why
+
+
+async def _wandb_secret(
+    memo: kopf.Memo, body: kopf.Body, spec: DDPJobSpec, patch: kopf.Patch
+) -> tuple[SecretKeyReference | None, str | None]:
+    """Where the W&B key is, and its base64 value to copy into the target cluster.
+
+    A plain `wandbApiKey` is moved into Secret `<job>-wandb` (owned by the job), the spec is switched
+    to a reference, and a warning Event says so: the key never stays in the spec.
+    """
+    meta = body["metadata"]
+    if spec.wandb_api_key:
+        name = f"{meta['name']}-wandb"
+        await memo.kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": name,
+                    "namespace": meta["namespace"],
+                    "labels": {JOB_LABEL: meta["name"], MANAGED_BY_LABEL: MANAGED_BY},
+                    "ownerReferences": [
+                        {
+                            "apiVersion": DDPJOB.api_version,
+                            "kind": DDPJOB.kind,
+                            "name": meta["name"],
+                            "uid": meta["uid"],
+                        }
+                    ],
+                },
+                "stringData": {"value": spec.wandb_api_key},
+            }
+        )
+        patch.spec["wandbApiKey"] = None
+        patch.spec["wandbApiKeySecretRef"] = {"name": name, "key": "value"}
+        kopf.warn(
+            body,
+            reason="PlainSecretMoved",
+            message=f"wandbApiKey was moved into Secret {name}; use wandbApiKeySecretRef instead",
+        )
+        return SecretKeyReference(name=name, key="value"), base64.b64encode(
+            spec.wandb_api_key.encode()
+        ).decode()
+    ref = spec.wandb_api_key_secret_ref
+    if ref is None:
+        return None, None
+    secret = await memo.kube.get("v1", "Secret", ref.name, meta["namespace"])
+    value = ((secret or {}).get("data") or {}).get(ref.key)
+    if value is None:
+        raise Unplaceable(f"Secret {ref.name} with key {ref.key} does not exist", delay=WAIT_S)
+    return ref, str(value)
+
+
+async def _launch(
+    target: Kube, job: JobRef, spec: DDPJobSpec, attempt: int, wandb: SecretKeyReference | None
+) -> None:
+    for manifest in render_ddpjob(job, spec, attempt=attempt, wandb_secret=wandb).manifests:
+        await target.apply(manifest)
 
 
 @kopf.on.resume(DDPJOB.group, DDPJOB.version, DDPJOB.plural)
 @kopf.on.create(DDPJOB.group, DDPJOB.version, DDPJOB.plural)
-@kopf.on.update(DDPJOB.group, DDPJOB.version, DDPJOB.plural)
-def reconcile_ddpjob(
-    spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, patch: kopf.Patch, logger: Any, **_: Any
+async def start_ddpjob(
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    meta: kopf.Meta,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+    logger: Logger,
+    **_: Any,
 ) -> None:
-    """Validate the spec and record observedGeneration, an Accepted condition and worker counts."""
+    """Place the job and start its first attempt (idempotent: server-side apply of fixed names)."""
     parsed = accept_spec(DDPJobSpec, spec, status, meta.get("generation"), patch, logger)
-    if isinstance(parsed, DDPJobSpec):
-        patch.status["phase"] = status.get("phase") or "Pending"
-        patch.status["workersTotal"] = parsed.parallelism
-        logger.info("ddpjob accepted: %d worker(s)", parsed.parallelism)
+    if not isinstance(parsed, DDPJobSpec) or status.get("phase") in TERMINAL_PHASES:
+        return
+    patch.status["workersTotal"] = parsed.parallelism
+    if parsed.gpu_types and not parsed.target_colony:
+        patch.status["phase"] = "Failed"
+        patch.status["message"] = (
+            "gpuTypes without targetColony needs auto-provisioning, which is not available yet"
+        )
+        patch.status["conditions"] = set_condition(
+            patch.status["conditions"],
+            type_="Placed",
+            status="False",
+            reason="AutoProvisioningUnavailable",
+            message=patch.status["message"],
+            observed_generation=meta.get("generation"),
+        )
+        return
+    try:
+        wandb, wandb_value = await _wandb_secret(memo, body, parsed, patch)
+        colony, cluster, why = await _place(memo, meta["namespace"], parsed)
+        target = await _cluster_client(memo, meta["namespace"], colony, cluster)
+    except (Unplaceable, ClusterAccessError) as waiting:
+        patch.status["phase"] = "Pending"
+        patch.status["message"] = str(waiting)
+        patch.status["conditions"] = set_condition(
+            patch.status["conditions"],
+            type_="Placed",
+            status="False",
+            reason="Waiting",
+            message=str(waiting),
+            observed_generation=meta.get("generation"),
+        )
+        raise kopf.TemporaryError(str(waiting), delay=WAIT_S) from waiting
+    namespace = meta["namespace"]
+    await target.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    if wandb is not None and wandb_value is not None:
+        await target.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": wandb.name, "namespace": namespace, "labels": {JOB_LABEL: meta["name"]}},
+                "data": {wandb.key: wandb_value},
+            }
+        )
+    attempt = int(status.get("attempt") or 0)
+    await _launch(target, JobRef(meta["name"], namespace, meta["uid"]), parsed, attempt, wandb)
+    patch.status.update(
+        {
+            "phase": "Scheduling",
+            "colony": colony or None,
+            "cluster": cluster,
+            "attempt": attempt,
+            "restarts": int(status.get("restarts") or 0),
+            "message": f"placed on {cluster}: {why}",
+            "conditions": set_condition(
+                patch.status["conditions"],
+                type_="Placed",
+                status="True",
+                reason="Placed",
+                message=f"cluster {cluster} ({why})",
+                observed_generation=meta.get("generation"),
+            ),
+        }
+    )
+    kopf.info(body, reason="Placed", message=f"workers created on cluster {cluster}")
+
+
+@kopf.timer(DDPJOB.group, DDPJOB.version, DDPJOB.plural, interval=TRACK_INTERVAL_S)
+async def track_ddpjob(
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    meta: kopf.Meta,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+    logger: Logger,
+    **_: Any,
+) -> None:
+    """Follow the current attempt's pods; restart the gang on a failure; stop at a terminal phase."""
+    if status.get("phase") in (*TERMINAL_PHASES, "Pending", None) or not status.get("cluster"):
+        return
+    parsed = DDPJobSpec.model_validate(dict(spec))
+    target = await _cluster_client(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
+    attempt, restarts = int(status.get("attempt") or 0), int(status.get("restarts") or 0)
+    selector = f"{JOB_LABEL}={meta['name']},{ATTEMPT_LABEL}={attempt}"
+    pods = await target.list("v1", "Pod", meta["namespace"], label_selector=selector)
+    progress = job_progress(pods, parsed.parallelism, restarts, parsed.backoff_limit)
+    update: dict[str, Any] = {"workersReady": progress.workers_ready, "message": progress.message}
+    if progress.phase == "Running" and not status.get("startTime"):
+        update["startTime"] = now_rfc3339()
+    if progress.phase in TERMINAL_PHASES:
+        update["completionTime"] = now_rfc3339()
+    if progress.restart:
+        for pod in pods:
+            await target.delete("v1", "Pod", pod["metadata"]["name"], meta["namespace"])
+        wandb = parsed.wandb_api_key_secret_ref
+        await _launch(
+            target, JobRef(meta["name"], meta["namespace"], meta["uid"]), parsed, attempt + 1, wandb
+        )
+        update |= {"attempt": attempt + 1, "restarts": restarts + 1}
+        kopf.warn(body, reason="GangRestarted", message=progress.message)
+    if progress.phase != status.get("phase"):
+        event = kopf.warn if progress.phase in ("Failed", "Restarting") else kopf.info
+        event(body, reason=f"Job{progress.phase}", message=progress.message)
+        logger.info("phase %s -> %s: %s", status.get("phase"), progress.phase, progress.message)
+    update["phase"] = progress.phase
+    patch.status.update(update)
+
+
+@kopf.on.delete(DDPJOB.group, DDPJOB.version, DDPJOB.plural)
+async def delete_ddpjob(
+    meta: kopf.Meta, status: kopf.Status, memo: kopf.Memo, logger: Logger, **_: Any
+) -> None:
+    """Delete the job's objects in its cluster; retried with a delay while the cluster is unreachable."""
+    if not status.get("cluster"):
+        return
+    try:
+        target = await _cluster_client(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
+    except ClusterAccessError as gone:
+        logger.warning("cluster of the job is gone, nothing left to delete there: %s", gone)
+        return
+    selector = f"{JOB_LABEL}={meta['name']}"
+    for api_version, kind in (
+        ("v1", "Pod"),
+        ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+        ("v1", "Service"),
+        ("v1", "Secret"),
+    ):
+        for obj in await target.list(api_version, kind, meta["namespace"], label_selector=selector):
+            await target.delete(api_version, kind, obj["metadata"]["name"], meta["namespace"])

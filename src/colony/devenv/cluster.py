@@ -312,21 +312,31 @@ class LocalCluster:
             *file_args,
             timeout=timeout,
         )
-        self.kubectl(
-            "wait",
-            "--for=condition=Established",
-            f"--timeout={int(timeout)}s",
-            *[f"crd/{name}" for name in names],
-            timeout=timeout + 10,
-        )
+        deadline = time.monotonic() + timeout
+        while not self._have_condition("crd", names, "Established"):
+            if time.monotonic() > deadline:
+                raise ProcessFailed(f"CRDs of {self.name} not Established after {timeout:.0f}s: {names}")
+            time.sleep(0.2)
         # Established does not mean the storage is ready: until it is, lists answer 429
         # "storage is (re)initializing". Wait until every new resource can be listed.
-        deadline = time.monotonic() + timeout
         while self.kubectl("get", ",".join(names), "-A", "-o", "name", check=False).returncode != 0:
             if time.monotonic() > deadline:
                 raise ProcessFailed(f"CRDs of {self.name} are established but not listable: {names}")
             time.sleep(0.2)
         return names
+
+    def _have_condition(self, kind: str, names: Sequence[str], condition: str) -> bool:
+        """Whether every named object has `condition` True (polled: `kubectl wait` errors out on
+        objects that have no conditions yet, which happens on a loaded machine)."""
+        found = self.get_json(*[f"{kind}/{name}" for name in names])
+        items = found.get("items", [found])
+        return len(items) == len(names) and all(
+            any(
+                c.get("type") == condition and c.get("status") == "True"
+                for c in (item.get("status") or {}).get("conditions") or []
+            )
+            for item in items
+        )
 
     def add_gpu_nodes(self, specs: Iterable[GPUNodeSpec], timeout: float = 60) -> list[str]:
         """Create kwok-managed GPU nodes and wait until they are Ready; returns node names."""
@@ -335,13 +345,11 @@ class LocalCluster:
         nodes = [node for spec in specs for node in gpu_node_manifests(spec)]
         self.apply(nodes, server_side=False)
         names = [node["metadata"]["name"] for node in nodes]
-        self.kubectl(
-            "wait",
-            "--for=condition=Ready",
-            f"--timeout={int(timeout)}s",
-            *[f"node/{name}" for name in names],
-            timeout=timeout + 10,
-        )
+        deadline = time.monotonic() + timeout
+        while not self._have_condition("node", names, "Ready"):
+            if time.monotonic() > deadline:
+                raise ProcessFailed(f"nodes of {self.name} not Ready after {timeout:.0f}s: {names}")
+            time.sleep(0.2)
         return names
 
 

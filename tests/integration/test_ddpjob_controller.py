@@ -1,0 +1,136 @@
+"""DDPJob controller on a Ready colony (an existing cluster with kwok GPU nodes, real scheduler)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from colony.devenv.cluster import LocalCluster
+from colony.devenv.kwok import EXIT_CODE_ANNOTATION, OUTCOME_ANNOTATION
+from colony.devenv.process import ManagedProcess
+from tests.integration.conftest import eventually
+from tests.integration.test_colony_controller import _apply, _existing_colony, _kubeconfig_secret, _phase_is
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _ready_colony(management: LocalCluster, colony_cluster: LocalCluster, namespace: str) -> None:
+    _kubeconfig_secret(management, namespace, "gpu-kubeconfig", colony_cluster.kubeconfig())
+    colony = _existing_colony("test-colony", "gpu-kubeconfig")
+    _apply(management, namespace, colony)
+    eventually(lambda: _phase_is(management, namespace, "test-colony", "Ready"), 30)
+
+
+def _job(**changes: Any) -> dict[str, Any]:
+    job: dict[str, Any] = yaml.safe_load((EXAMPLES / "ddpjob.yaml").read_text())
+    # Until the Volcano scheduler runs in the test clusters, kube-scheduler places the workers.
+    job["spec"] |= {"gangScheduler": "default", **changes}
+    return job
+
+
+def _status(management: LocalCluster, namespace: str, name: str = "test-ddp-job") -> dict[str, Any]:
+    status: dict[str, Any] = management.get_json("ddpjob", name, "-n", namespace).get("status") or {}
+    return status
+
+
+def _pods(cluster: LocalCluster, namespace: str, attempt: int) -> list[dict[str, Any]]:
+    selector = f"training.exalsius.ai/job-name=test-ddp-job,training.exalsius.ai/attempt={attempt}"
+    pods: list[dict[str, Any]] = cluster.get_json("pods", "-n", namespace, "-l", selector)["items"]
+    return pods
+
+
+def _finish(cluster: LocalCluster, namespace: str, pod: str, outcome: str, exit_code: int = 0) -> None:
+    cluster.kubectl(
+        "annotate",
+        "pod",
+        pod,
+        "-n",
+        namespace,
+        f"{OUTCOME_ANNOTATION}={outcome}",
+        f"{EXIT_CODE_ANNOTATION}={exit_code}",
+        "--overwrite",
+    )
+
+
+def test_seed_job_runs_on_the_colony_and_succeeds(
+    management: LocalCluster, colony_cluster: LocalCluster, namespace: str, operator_process: ManagedProcess
+) -> None:
+    _ready_colony(management, colony_cluster, namespace)
+    _apply(management, namespace, _job())
+
+    eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
+    pods = _pods(colony_cluster, namespace, 0)
+    assert len(pods) == 2
+    for rank, pod in enumerate(sorted(pods, key=lambda p: p["metadata"]["name"])):
+        command = pod["spec"]["containers"][0]["command"]
+        assert command[:4] == ["torchrun", "--nnodes=2", "--nproc-per-node=1", f"--node-rank={rank}"]
+        assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        assert env["WANDB_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "test-ddp-job-wandb"
+    # The plain W&B key left the spec for a Secret, in both clusters.
+    spec = management.get_json("ddpjob", "test-ddp-job", "-n", namespace)["spec"]
+    assert "wandbApiKey" not in spec and spec["wandbApiKeySecretRef"]["name"] == "test-ddp-job-wandb"
+    colony_cluster.get_json("secret", "test-ddp-job-wandb", "-n", namespace)
+    status = _status(management, namespace)
+    assert (status["cluster"], status["colony"], status["workersReady"]) == ("onprem", "test-colony", 2)
+
+    for pod in pods:
+        _finish(colony_cluster, namespace, pod["metadata"]["name"], "Succeeded")
+    eventually(lambda: _status(management, namespace).get("phase") == "Succeeded", 30)
+    assert _status(management, namespace)["completionTime"]
+    row = management.kubectl("get", "ddpjobs", "-n", namespace, "--no-headers").stdout.split()
+    assert row[4] == "Succeeded"
+
+    management.kubectl("delete", "ddpjob", "test-ddp-job", "-n", namespace, "--wait=true", "--timeout=60s")
+    assert _pods(colony_cluster, namespace, 0) == []
+
+
+def test_worker_failure_restarts_the_gang_then_fails(
+    management: LocalCluster, colony_cluster: LocalCluster, namespace: str, operator_process: ManagedProcess
+) -> None:
+    _ready_colony(management, colony_cluster, namespace)
+    _apply(management, namespace, _job(backoffLimit=1))
+    eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
+    first = sorted(p["metadata"]["name"] for p in _pods(colony_cluster, namespace, 0))
+    _finish(colony_cluster, namespace, first[1], "Failed", 3)
+
+    eventually(lambda: _status(management, namespace).get("attempt") == 1, 30)
+    status = _status(management, namespace)
+    assert status["restarts"] == 1
+    assert _pods(colony_cluster, namespace, 0) == [] or all(
+        p["metadata"].get("deletionTimestamp") for p in _pods(colony_cluster, namespace, 0)
+    )
+    eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
+    second = sorted(p["metadata"]["name"] for p in _pods(colony_cluster, namespace, 1))
+    assert len(second) == 2 and not set(second) & set(first)
+
+    _finish(colony_cluster, namespace, second[0], "Failed", 7)
+    eventually(lambda: _status(management, namespace).get("phase") == "Failed", 30)
+    message = _status(management, namespace)["message"]
+    assert second[0] in message and "exit code 7" in message and "backoffLimit 1" in message
+    events = management.kubectl("get", "events", "-n", namespace).stdout
+    assert "GangRestarted" in events
+
+
+def test_job_that_does_not_fit_waits_with_a_reason_and_no_pods(
+    management: LocalCluster, colony_cluster: LocalCluster, namespace: str, operator_process: ManagedProcess
+) -> None:
+    _ready_colony(management, colony_cluster, namespace)
+    _apply(management, namespace, _job(parallelism=4, nprocPerNode=8))
+    eventually(lambda: "needs 32 GPU(s)" in (_status(management, namespace).get("message") or ""), 30)
+    assert _status(management, namespace)["phase"] == "Pending"
+    assert colony_cluster.kubectl("get", "pods", "-n", namespace, "-o", "name", check=False).stdout == ""
+
+
+def test_gpu_types_without_target_is_rejected_clearly(
+    management: LocalCluster, namespace: str, operator_process: ManagedProcess
+) -> None:
+    job = _job(gpuTypes=["A100"])
+    del job["spec"]["targetColony"]
+    management.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(job))
+    eventually(lambda: _status(management, namespace).get("phase") == "Failed", 20)
+    conditions = {c["type"]: c for c in _status(management, namespace)["conditions"]}
+    assert conditions["Placed"]["reason"] == "AutoProvisioningUnavailable"
