@@ -19,7 +19,7 @@ from colony.render.ddpjob import (
 )
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-GOLDEN = Path(__file__).with_name("golden") / "ddpjob-seed.yaml"
+GOLDEN = Path(__file__).with_name("golden") / "ddpjob" / "seed.yaml"
 JOB = JobRef(name="test-ddp-job", namespace="team-a", uid="0b6d6a4e-uid")
 SEED: dict[str, Any] = yaml.safe_load((EXAMPLES / "ddpjob.yaml").read_text())["spec"]
 WANDB = SecretKeyReference(name="test-ddp-job-wandb", key="apiKey")
