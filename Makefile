@@ -33,8 +33,8 @@ crds: venv
 	$(BIN)/colony crds
 
 lint: venv
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
 test-unit: venv

@@ -134,3 +134,33 @@ def test_gpu_types_without_target_is_rejected_clearly(
     eventually(lambda: _status(management, namespace).get("phase") == "Failed", 20)
     conditions = {c["type"]: c for c in _status(management, namespace)["conditions"]}
     assert conditions["Placed"]["reason"] == "AutoProvisioningUnavailable"
+
+
+def test_ephemeral_colony_is_torn_down_after_its_last_job(
+    management: LocalCluster, colony_cluster: LocalCluster, namespace: str, operator_process: ManagedProcess
+) -> None:
+    _ready_colony(management, colony_cluster, namespace)
+    management.kubectl("label", "colony", "test-colony", "-n", namespace, "colony.exalsius.ai/ephemeral=true")
+    _apply(management, namespace, _job(parallelism=1))
+    second = _job(parallelism=1)
+    second["metadata"]["name"] = "second"
+    _apply(management, namespace, second)
+    eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
+    eventually(lambda: _status(management, namespace, "second").get("phase") == "Running", 40)
+
+    (pod,) = _pods(colony_cluster, namespace, 0)
+    _finish(colony_cluster, namespace, pod["metadata"]["name"], "Succeeded")
+    eventually(lambda: _status(management, namespace).get("phase") == "Succeeded", 30)
+    assert "teardownRequestedAt" not in _status(management, namespace)  # "second" still runs
+    assert management.kubectl("get", "colony", "test-colony", "-n", namespace, check=False).returncode == 0
+
+    selector = "training.exalsius.ai/job-name=second"
+    (other,) = colony_cluster.get_json("pods", "-n", namespace, "-l", selector)["items"]
+    _finish(colony_cluster, namespace, other["metadata"]["name"], "Succeeded")
+    eventually(lambda: _status(management, namespace, "second").get("teardownRequestedAt"), 30)
+    eventually(
+        lambda: (
+            management.kubectl("get", "colony", "test-colony", "-n", namespace, check=False).returncode != 0
+        ),
+        30,
+    )

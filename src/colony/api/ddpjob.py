@@ -143,6 +143,9 @@ class DDPJobStatus(ResourceStatus):
     )
     restarts: int | None = Field(default=None, description="Whole-gang restarts so far.")
     message: str | None = Field(default=None, description="Why the job is in its phase.")
+    teardown_requested_at: datetime | None = Field(
+        default=None, description="When deletion of the job's ephemeral colony was requested."
+    )
 
 
 DDPJOB = ResourceDefinition(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -23,6 +25,7 @@ from colony.render.contract import ColonyRef
 from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, JobRef, render_ddpjob
 from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 from colony.scheduling.placement import choose_cluster
+from colony.scheduling.teardown import expired, teardown_due
 from colony.status.ddpjob import TERMINAL_PHASES, job_progress
 
 MANAGEMENT = "management"
@@ -239,28 +242,41 @@ async def track_ddpjob(
     logger: Logger,
     **_: Any,
 ) -> None:
-    """Follow the current attempt's pods; restart the gang on a failure; stop at a terminal phase."""
-    if status.get("phase") in (*TERMINAL_PHASES, "Pending", None) or not status.get("cluster"):
-        return
+    """Follow the current attempt's pods; restart the gang on a failure; after the end, only tear down
+    an ephemeral colony and expire the job (ttlSecondsAfterFinished)."""
     parsed = DDPJobSpec.model_validate(dict(spec))
+    if status.get("phase") in TERMINAL_PHASES:
+        await _after_finish(memo, body, status, parsed, patch, logger)
+        return
+    if status.get("phase") in ("Pending", None) or not status.get("cluster"):
+        return
     target = await _cluster_client(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
-    attempt, restarts = int(status.get("attempt") or 0), int(status.get("restarts") or 0)
-    selector = f"{JOB_LABEL}={meta['name']},{ATTEMPT_LABEL}={attempt}"
-    pods = await target.list("v1", "Pod", meta["namespace"], label_selector=selector)
-    progress = job_progress(pods, parsed.parallelism, restarts, parsed.backoff_limit)
-    update: dict[str, Any] = {"workersReady": progress.workers_ready, "message": progress.message}
+    job = JobRef(meta["name"], meta["namespace"], meta["uid"])
+    wandb = parsed.wandb_api_key_secret_ref
+    pods = await target.list("v1", "Pod", meta["namespace"], label_selector=f"{JOB_LABEL}={meta['name']}")
+    progress = job_progress(pods, parsed.parallelism, int(status.get("attempt") or 0), parsed.backoff_limit)
+    for stale in progress.stale_pods:
+        await target.delete("v1", "Pod", stale, meta["namespace"])
+    update: dict[str, Any] = {
+        "workersReady": progress.workers_ready,
+        "message": progress.message,
+        "attempt": progress.attempt,
+        "restarts": progress.attempt,
+    }
     if progress.phase == "Running" and not status.get("startTime"):
         update["startTime"] = now_rfc3339()
     if progress.phase in TERMINAL_PHASES:
         update["completionTime"] = now_rfc3339()
+    if progress.relaunch:
+        await _launch(target, job, parsed, progress.attempt, wandb)
     if progress.restart:
+        # The new attempt first, then the old pods go: a crash in between leaves pods of the newer
+        # attempt, which the next observation takes as current.
+        await _launch(target, job, parsed, progress.attempt + 1, wandb)
         for pod in pods:
-            await target.delete("v1", "Pod", pod["metadata"]["name"], meta["namespace"])
-        wandb = parsed.wandb_api_key_secret_ref
-        await _launch(
-            target, JobRef(meta["name"], meta["namespace"], meta["uid"]), parsed, attempt + 1, wandb
-        )
-        update |= {"attempt": attempt + 1, "restarts": restarts + 1}
+            if pod["metadata"]["labels"].get(ATTEMPT_LABEL) == str(progress.attempt):
+                await target.delete("v1", "Pod", pod["metadata"]["name"], meta["namespace"])
+        update |= {"attempt": progress.attempt + 1, "restarts": progress.attempt + 1}
         kopf.warn(body, reason="GangRestarted", message=progress.message)
     if progress.phase != status.get("phase"):
         event = kopf.warn if progress.phase in ("Failed", "Restarting") else kopf.info
@@ -268,6 +284,56 @@ async def track_ddpjob(
         logger.info("phase %s -> %s: %s", status.get("phase"), progress.phase, progress.message)
     update["phase"] = progress.phase
     patch.status.update(update)
+    if progress.phase in TERMINAL_PHASES:
+        await _after_finish(memo, body, {**status, **update}, parsed, patch, logger)
+
+
+async def _active_jobs(memo: kopf.Memo, namespace: str, colony: str, except_job: str) -> int:
+    jobs = await memo.kube.list(DDPJOB.api_version, DDPJOB.kind, namespace)
+    return sum(
+        1
+        for job in jobs
+        if job["metadata"]["name"] != except_job
+        and (job.get("spec") or {}).get("targetColony") == colony
+        and (job.get("status") or {}).get("phase") not in TERMINAL_PHASES
+    )
+
+
+async def _after_finish(
+    memo: kopf.Memo,
+    body: kopf.Body,
+    status: Mapping[str, Any],
+    spec: DDPJobSpec,
+    patch: kopf.Patch,
+    logger: Logger,
+) -> None:
+    """Tear down the job's ephemeral colony once no other job needs it; delete the job after its TTL."""
+    meta = body["metadata"]
+    finished = _parse_time(status.get("completionTime"))
+    now = datetime.now(UTC)
+    colony_name = status.get("colony")
+    if colony_name and not status.get("teardownRequestedAt"):
+        colony = await memo.kube.get(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
+        if colony is not None and teardown_due(
+            colony["metadata"],
+            await _active_jobs(memo, meta["namespace"], colony_name, meta["name"]),
+            finished,
+            now,
+        ):
+            await memo.kube.delete(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
+            patch.status["teardownRequestedAt"] = now_rfc3339()
+            kopf.info(
+                body, reason="ColonyTornDown", message=f"ephemeral colony {colony_name} deletion requested"
+            )
+            logger.info("requested deletion of ephemeral colony %s", colony_name)
+    if expired(finished, spec.ttl_seconds_after_finished, now):
+        await memo.kube.delete(DDPJOB.api_version, DDPJOB.kind, meta["name"], meta["namespace"])
+
+
+def _parse_time(value: Any) -> datetime:
+    if not value:
+        return datetime.now(UTC)
+    return datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 @kopf.on.delete(DDPJOB.group, DDPJOB.version, DDPJOB.plural)

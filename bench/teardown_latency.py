@@ -1,0 +1,240 @@
+"""Benchmark: time from a DDPJob's completion to the deletion request of its ephemeral colony.
+
+Runs N jobs (default 50), each on its own ephemeral colony (an `existing` cluster: a local API
+server with kwok GPU nodes), against the real operator process. A watch in this process records,
+for each job, when it saw the job turn Succeeded and when it saw the colony's deletion begin.
+
+Baseline, measured the same way in the same run: an object deleted directly with the API; its
+"latency" is the time from the delete call returning to the watch seeing the deletion. The ratio
+shows how much the operator adds on top of the API server's own watch latency.
+
+    .venv/bin/python bench/teardown_latency.py [--jobs 50] [--parallel 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+
+from colony.devenv.environment import start_colony_cluster, start_management_cluster
+from colony.devenv.kwok import OUTCOME_ANNOTATION
+from colony.devenv.process import ManagedProcess
+from colony.devenv.tools import ensure_tools
+
+NAMESPACE = "bench"
+
+
+class Recorder:
+    """Watches DDPJobs and Colonies; remembers when each event of interest was first seen."""
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.api = kubernetes.client.CustomObjectsApi(kubernetes.config.new_client_from_config(kubeconfig))
+        self.succeeded: dict[str, float] = {}
+        self.deleting: dict[str, float] = {}
+        self._stop = threading.Event()
+
+    def _watch(self, group: str, plural: str, on_event: Any) -> None:
+        while not self._stop.is_set():
+            stream = kubernetes.watch.Watch().stream(
+                self.api.list_namespaced_custom_object, group, "v1", NAMESPACE, plural, timeout_seconds=5
+            )
+            for event in stream:
+                on_event(event["type"], event["object"], time.monotonic())
+
+    def _on_job(self, _type: str, obj: dict[str, Any], now: float) -> None:
+        if (obj.get("status") or {}).get("phase") == "Succeeded":
+            self.succeeded.setdefault(obj["metadata"]["name"], now)
+
+    def _on_colony(self, type_: str, obj: dict[str, Any], now: float) -> None:
+        if type_ == "DELETED" or obj["metadata"].get("deletionTimestamp"):
+            self.deleting.setdefault(obj["metadata"]["name"], now)
+
+    def start(self) -> None:
+        for args in (
+            ("training.exalsius.ai", "ddpjobs", self._on_job),
+            ("infra.exalsius.ai", "colonies", self._on_colony),
+        ):
+            threading.Thread(target=self._watch, args=args, daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _wait(check: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise TimeoutError(what)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _batches(count: int, size: int) -> Iterator[range]:
+    for start in range(0, count, size):
+        yield range(start, min(count, start + size))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--parallel", type=int, default=10)
+    options = parser.parse_args()
+    tools = ensure_tools()
+    management = start_management_cluster(tools)
+    colony = start_colony_cluster(tools, "bench-colony")
+    log = Path(tempfile.mkdtemp()) / "operator.log"
+    env = {**os.environ, "KUBECONFIG": str(management.kubeconfig_path)}
+    operator = ManagedProcess(
+        "operator", [sys.executable, "-m", "colony", "operator", "-n", NAMESPACE], log, env=env
+    )
+    try:
+        management.kubectl("create", "namespace", NAMESPACE)
+        colony.kubectl("create", "namespace", NAMESPACE)
+        operator.start()
+        recorder = Recorder(str(management.kubeconfig_path))
+        recorder.start()
+        secret = base64.b64encode(colony.kubeconfig().encode()).decode()
+        management.apply(
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": "gpu", "namespace": NAMESPACE},
+                    "data": {"value": secret},
+                }
+            ]
+        )
+        for batch in _batches(options.jobs, options.parallel):
+            objects: list[dict[str, Any]] = []
+            for i in batch:
+                objects.append(
+                    {
+                        "apiVersion": "infra.exalsius.ai/v1",
+                        "kind": "Colony",
+                        "metadata": {
+                            "name": f"c{i}",
+                            "namespace": NAMESPACE,
+                            "labels": {"colony.exalsius.ai/ephemeral": "true"},
+                        },
+                        "spec": {
+                            "k8sVersion": "v1.36.3",
+                            "colonyClusters": [
+                                {"clusterName": "gpu", "existing": {"kubeconfigSecretRef": {"name": "gpu"}}}
+                            ],
+                        },
+                    }
+                )
+                objects.append(
+                    {
+                        "apiVersion": "training.exalsius.ai/v1",
+                        "kind": "DDPJob",
+                        "metadata": {"name": f"j{i}", "namespace": NAMESPACE},
+                        "spec": {
+                            "targetColony": f"c{i}",
+                            "parallelism": 1,
+                            "nprocPerNode": 1,
+                            "cpuJob": True,
+                            "gangScheduler": "default",
+                            "image": "bench",
+                            "scriptPath": "/bench.py",
+                        },
+                    }
+                )
+            management.apply(objects)
+            for i in batch:
+                pod = f"j{i}-worker-0-a0"
+                _wait(
+                    lambda pod=pod: (
+                        colony.kubectl(
+                            "get", "pod", pod, "-n", NAMESPACE, "-o", "jsonpath={.status.phase}", check=False
+                        ).stdout
+                        == "Running"
+                    ),
+                    120,
+                    f"{pod} Running",
+                )
+                colony.kubectl("annotate", "pod", pod, "-n", NAMESPACE, f"{OUTCOME_ANNOTATION}=Succeeded")
+            _wait(
+                lambda batch=batch: all(f"c{i}" in recorder.deleting for i in batch), 120, "colonies deleted"
+            )
+        latencies = [recorder.deleting[f"c{i}"] - recorder.succeeded[f"j{i}"] for i in range(options.jobs)]
+
+        baseline: list[float] = []
+        for i in range(20):
+            name = f"baseline-{i}"
+            management.apply(
+                [
+                    {
+                        "apiVersion": "infra.exalsius.ai/v1",
+                        "kind": "Colony",
+                        "metadata": {"name": name, "namespace": NAMESPACE},
+                        "spec": objects[0]["spec"],
+                    }
+                ]
+            )
+            _wait(
+                lambda name=name: (
+                    name not in recorder.deleting
+                    and management.kubectl("get", "colony", name, "-n", NAMESPACE, check=False).returncode
+                    == 0
+                ),
+                30,
+                name,
+            )
+            management.kubectl("delete", "colony", name, "-n", NAMESPACE, "--wait=false")
+            called = time.monotonic()
+            _wait(lambda name=name: name in recorder.deleting, 30, f"{name} deletion seen")
+            baseline.append(recorder.deleting[name] - called)
+        recorder.stop()
+
+        p50, p99 = _percentile(latencies, 0.5), _percentile(latencies, 0.99)
+        b50 = _percentile(baseline, 0.5)
+        print(
+            json.dumps(
+                {
+                    "jobs": options.jobs,
+                    "teardown_latency_s": {
+                        "p50": round(p50, 3),
+                        "p99": round(p99, 3),
+                        "max": round(max(latencies), 3),
+                        "mean": round(statistics.mean(latencies), 3),
+                    },
+                    "baseline_direct_delete_watch_s": {
+                        "p50": round(b50, 3),
+                        "p99": round(_percentile(baseline, 0.99), 3),
+                    },
+                    "ratio_p50_vs_baseline": round(p50 / b50, 2) if b50 > 0 else None,
+                    "target_p99_under_2s": p99 < 2.0,
+                },
+                indent=2,
+            )
+        )
+        return 0 if p99 < 2.0 else 1
+    finally:
+        operator.stop()
+        colony.stop()
+        management.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
