@@ -2,10 +2,11 @@
 
 Runs N jobs (default 50), each on its own ephemeral colony (an `existing` cluster: a local API
 server with kwok GPU nodes), against the real operator process. A watch in this process records,
-for each job, when it saw the job turn Succeeded and when it saw the colony's deletion begin.
+for each job, when it saw its last worker pod turn Succeeded (in the colony cluster: the job's real
+completion) and when it saw the colony's deletion begin.
 
-Baseline, measured the same way in the same run: an object deleted directly with the API; its
-"latency" is the time from the delete call returning to the watch seeing the deletion. The ratio
+Baseline, measured the same way in the same run: a colony deleted directly with the API; its
+latency is the time from issuing the delete call to the watch seeing the deletion. The ratio
 shows how much the operator adds on top of the API server's own watch latency.
 
     .venv/bin/python bench/teardown_latency.py [--jobs 50] [--parallel 10]
@@ -39,8 +40,9 @@ NAMESPACE = "bench"
 class Recorder:
     """Watches DDPJobs and Colonies; remembers when each event of interest was first seen."""
 
-    def __init__(self, kubeconfig: str) -> None:
+    def __init__(self, kubeconfig: str, colony_kubeconfig: str) -> None:
         self.api = kubernetes.client.CustomObjectsApi(kubernetes.config.new_client_from_config(kubeconfig))
+        self.pods = kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(colony_kubeconfig))
         self.succeeded: dict[str, float] = {}
         self.deleting: dict[str, float] = {}
         self._stop = threading.Event()
@@ -53,20 +55,26 @@ class Recorder:
             for event in stream:
                 on_event(event["type"], event["object"], time.monotonic())
 
-    def _on_job(self, _type: str, obj: dict[str, Any], now: float) -> None:
-        if (obj.get("status") or {}).get("phase") == "Succeeded":
-            self.succeeded.setdefault(obj["metadata"]["name"], now)
+    def _watch_pods(self) -> None:
+        while not self._stop.is_set():
+            stream = kubernetes.watch.Watch().stream(
+                self.pods.list_namespaced_pod, NAMESPACE, timeout_seconds=5
+            )
+            for event in stream:
+                pod = event["object"]
+                if pod.status and pod.status.phase == "Succeeded":
+                    job = (pod.metadata.labels or {}).get("training.exalsius.ai/job-name")
+                    if job:
+                        self.succeeded.setdefault(job, time.monotonic())
 
     def _on_colony(self, type_: str, obj: dict[str, Any], now: float) -> None:
         if type_ == "DELETED" or obj["metadata"].get("deletionTimestamp"):
             self.deleting.setdefault(obj["metadata"]["name"], now)
 
     def start(self) -> None:
-        for args in (
-            ("training.exalsius.ai", "ddpjobs", self._on_job),
-            ("infra.exalsius.ai", "colonies", self._on_colony),
-        ):
-            threading.Thread(target=self._watch, args=args, daemon=True).start()
+        threading.Thread(target=self._watch_pods, daemon=True).start()
+        args = ("infra.exalsius.ai", "colonies", self._on_colony)
+        threading.Thread(target=self._watch, args=args, daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -111,7 +119,7 @@ def main() -> int:
         management.kubectl("create", "namespace", NAMESPACE)
         colony.kubectl("create", "namespace", NAMESPACE)
         operator.start()
-        recorder = Recorder(str(management.kubeconfig_path))
+        recorder = Recorder(str(management.kubeconfig_path), str(colony.kubeconfig_path))
         recorder.start()
         secret = base64.b64encode(colony.kubeconfig().encode()).decode()
         management.apply(
@@ -201,8 +209,10 @@ def main() -> int:
                 30,
                 name,
             )
-            management.kubectl("delete", "colony", name, "-n", NAMESPACE, "--wait=false")
             called = time.monotonic()
+            recorder.api.delete_namespaced_custom_object(
+                "infra.exalsius.ai", "v1", NAMESPACE, "colonies", name
+            )
             _wait(lambda name=name: name in recorder.deleting, 30, f"{name} deletion seen")
             baseline.append(recorder.deleting[name] - called)
         recorder.stop()

@@ -25,11 +25,11 @@ from colony.render.contract import ColonyRef
 from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, JobRef, render_ddpjob
 from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 from colony.scheduling.placement import choose_cluster
-from colony.scheduling.teardown import expired, teardown_due
+from colony.scheduling.teardown import expired, is_ephemeral, teardown_due
 from colony.status.ddpjob import TERMINAL_PHASES, job_progress
 
 MANAGEMENT = "management"
-TRACK_INTERVAL_S = 2.0
+TRACK_INTERVAL_S = 0.5
 WAIT_S = 5.0
 
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
@@ -314,7 +314,7 @@ async def _after_finish(
     colony_name = status.get("colony")
     if colony_name and not status.get("teardownRequestedAt"):
         colony = await memo.kube.get(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
-        if colony is not None and teardown_due(
+        if colony is not None and is_ephemeral(colony["metadata"]) and teardown_due(
             colony["metadata"],
             await _active_jobs(memo, meta["namespace"], colony_name, meta["name"]),
             finished,
