@@ -72,6 +72,33 @@ def capi(management: LocalCluster, colony_cluster: LocalCluster) -> Iterator[Cap
         yield harness
 
 
+class KillableOperator:
+    """An operator process of a test's own, watching only that test's namespace."""
+
+    def __init__(self, management: LocalCluster, namespace: str, log_dir: Path) -> None:
+        self.management = management
+        self.namespace = namespace
+        self._logs = (log_dir / f"operator-{i}.log" for i in range(1000))
+        self.process = start_operator(management, next(self._logs), namespace)
+
+    def crash_and_restart(self) -> None:
+        """SIGKILL the operator (no chance to clean up) and start a fresh one."""
+        self.process.kill()
+        self.process = start_operator(self.management, next(self._logs), self.namespace)
+
+
+@pytest.fixture
+def killable_operator(management: LocalCluster, tmp_path: Path) -> Iterator[KillableOperator]:
+    """A fresh `k-` namespace (not watched by the session operator) with its own operator."""
+    namespace = f"k-{uuid.uuid4().hex[:8]}"
+    management.kubectl("create", "namespace", namespace)
+    operator = KillableOperator(management, namespace, tmp_path)
+    try:
+        yield operator
+    finally:
+        operator.process.stop()
+
+
 def start_operator(management: LocalCluster, log: Path, namespace: str) -> ManagedProcess:
     """`python -m colony operator -n <namespace>` as a real process; returns once it is serving."""
     env = {**os.environ, "KUBECONFIG": str(management.kubeconfig_path)}

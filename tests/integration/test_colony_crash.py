@@ -3,13 +3,9 @@ duplicate or orphaned objects."""
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
-
 from colony.devenv.capi_harness import CapiHarness
 from colony.devenv.cluster import LocalCluster
-from colony.devenv.process import ManagedProcess
-from tests.integration.conftest import eventually, start_operator
+from tests.integration.conftest import KillableOperator, eventually
 from tests.integration.test_colony_controller import _apply, _colony, _example, _owned, _phase_is
 
 
@@ -27,45 +23,35 @@ def _expected(name: str) -> dict[str, list[str]]:
 
 
 def test_sigkill_at_three_points_converges(
-    management: LocalCluster, capi: CapiHarness, tmp_path: Path
+    management: LocalCluster, capi: CapiHarness, killable_operator: KillableOperator
 ) -> None:
-    namespace = f"k-{uuid.uuid4().hex[:8]}"
-    management.kubectl("create", "namespace", namespace)
-    logs = iter(tmp_path / f"operator-{i}.log" for i in range(10))
-    operator: ManagedProcess = start_operator(management, next(logs), namespace)
-    try:
-        colony = _example("colony-docker-ray.yaml")
-        colony["spec"]["colonyClusters"].append({"clusterName": "docker-2", "docker": {"replicas": 1}})
-        name = colony["metadata"]["name"]
-        first = f"{name}-docker-1"
-        capi.hold(namespace, first)
-        _apply(management, namespace, colony)
+    namespace = killable_operator.namespace
+    colony = _example("colony-docker-ray.yaml")
+    colony["spec"]["colonyClusters"].append({"clusterName": "docker-2", "docker": {"replicas": 1}})
+    name = colony["metadata"]["name"]
+    first = f"{name}-docker-1"
+    capi.hold(namespace, first)
+    _apply(management, namespace, colony)
 
-        # 1: in the middle of the first reconcile, as soon as the first object exists.
-        eventually(lambda: _owned(management, namespace, name), 30, 0.02)
-        operator.kill()
-        operator = start_operator(management, next(logs), namespace)
+    # 1: in the middle of the first reconcile, as soon as the first object exists.
+    eventually(lambda: _owned(management, namespace, name), 30, 0.02)
+    killable_operator.crash_and_restart()
 
-        # 2: while a cluster is provisioning.
-        eventually(lambda: _phase_is(management, namespace, name, "Provisioning"), 30)
-        operator.kill()
-        operator = start_operator(management, next(logs), namespace)
-        capi.release(namespace, first)
-        eventually(lambda: _phase_is(management, namespace, name, "Ready"), 40)
-        assert _owned(management, namespace, name) == _expected(name)
+    # 2: while a cluster is provisioning.
+    eventually(lambda: _phase_is(management, namespace, name, "Provisioning"), 30)
+    killable_operator.crash_and_restart()
+    capi.release(namespace, first)
+    eventually(lambda: _phase_is(management, namespace, name, "Ready"), 40)
+    assert _owned(management, namespace, name) == _expected(name)
 
-        # 3: during deletion, while Cluster API still holds a Cluster.
-        capi.hold(namespace, first)
-        management.kubectl("delete", "colony", name, "-n", namespace, "--wait=false")
-        eventually(lambda: _phase_is(management, namespace, name, "Deleting"), 30)
-        operator.kill()
-        operator = start_operator(management, next(logs), namespace)
-        assert _colony(management, namespace, name)["metadata"]["deletionTimestamp"]
-        capi.release(namespace, first)
-        eventually(
-            lambda: management.kubectl("get", "colony", name, "-n", namespace, check=False).returncode != 0,
-            60,
-        )
-        assert _owned(management, namespace, name) == {}
-    finally:
-        operator.stop()
+    # 3: during deletion, while Cluster API still holds a Cluster.
+    capi.hold(namespace, first)
+    management.kubectl("delete", "colony", name, "-n", namespace, "--wait=false")
+    eventually(lambda: _phase_is(management, namespace, name, "Deleting"), 30)
+    killable_operator.crash_and_restart()
+    assert _colony(management, namespace, name)["metadata"]["deletionTimestamp"]
+    capi.release(namespace, first)
+    eventually(
+        lambda: management.kubectl("get", "colony", name, "-n", namespace, check=False).returncode != 0, 60
+    )
+    assert _owned(management, namespace, name) == {}

@@ -164,3 +164,15 @@ def test_ephemeral_colony_is_torn_down_after_its_last_job(
         ),
         30,
     )
+
+
+def test_active_deadline_fails_the_job_and_removes_its_workers(
+    management: LocalCluster, colony_cluster: LocalCluster, namespace: str, operator_process: ManagedProcess
+) -> None:
+    _ready_colony(management, colony_cluster, namespace)
+    _apply(management, namespace, _job(activeDeadlineSeconds=4))
+    eventually(lambda: _status(management, namespace).get("phase") == "Failed", 40)
+    assert "activeDeadlineSeconds 4 exceeded" in _status(management, namespace)["message"]
+    eventually(
+        lambda: all(p["metadata"].get("deletionTimestamp") for p in _pods(colony_cluster, namespace, 0)), 20
+    )

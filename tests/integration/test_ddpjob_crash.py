@@ -3,12 +3,8 @@ pods, never a stuck job."""
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
-
 from colony.devenv.cluster import LocalCluster
-from colony.devenv.process import ManagedProcess
-from tests.integration.conftest import eventually, start_operator
+from tests.integration.conftest import KillableOperator, eventually
 from tests.integration.test_colony_controller import _apply
 from tests.integration.test_ddpjob_controller import _finish, _job, _pods, _ready_colony, _status
 
@@ -22,35 +18,26 @@ def _only_current_attempt(cluster: LocalCluster, namespace: str, attempt: int, w
 
 
 def test_sigkill_while_scheduling_running_and_restarting(
-    management: LocalCluster, colony_cluster: LocalCluster, tmp_path: Path
+    management: LocalCluster, colony_cluster: LocalCluster, killable_operator: KillableOperator
 ) -> None:
-    namespace = f"k-{uuid.uuid4().hex[:8]}"
-    management.kubectl("create", "namespace", namespace)
-    logs = iter(tmp_path / f"operator-{i}.log" for i in range(10))
-    operator: ManagedProcess = start_operator(management, next(logs), namespace)
-    try:
-        _ready_colony(management, colony_cluster, namespace)
-        _apply(management, namespace, _job(backoffLimit=2))
+    namespace = killable_operator.namespace
+    _ready_colony(management, colony_cluster, namespace)
+    _apply(management, namespace, _job(backoffLimit=2))
 
-        eventually(lambda: _status(management, namespace).get("phase") == "Scheduling", 40, 0.05)
-        operator.kill()
-        operator = start_operator(management, next(logs), namespace)
-        eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
-        assert _only_current_attempt(colony_cluster, namespace, 0, 2)
+    eventually(lambda: _status(management, namespace).get("phase") == "Scheduling", 40, 0.05)
+    killable_operator.crash_and_restart()
+    eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
+    assert _only_current_attempt(colony_cluster, namespace, 0, 2)
 
-        operator.kill()
-        operator = start_operator(management, next(logs), namespace)
-        first = sorted(p["metadata"]["name"] for p in _pods(colony_cluster, namespace, 0))
-        _finish(colony_cluster, namespace, first[0], "Failed", 9)
-        eventually(lambda: _pods(colony_cluster, namespace, 1), 40, 0.05)  # the restart began
-        operator.kill()
-        operator = start_operator(management, next(logs), namespace)
+    killable_operator.crash_and_restart()
+    first = sorted(p["metadata"]["name"] for p in _pods(colony_cluster, namespace, 0))
+    _finish(colony_cluster, namespace, first[0], "Failed", 9)
+    eventually(lambda: _pods(colony_cluster, namespace, 1), 40, 0.05)  # the restart began
+    killable_operator.crash_and_restart()
 
-        eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
-        eventually(lambda: _only_current_attempt(colony_cluster, namespace, 1, 2), 30)
-        assert _status(management, namespace)["restarts"] == 1
-        for pod in _pods(colony_cluster, namespace, 1):
-            _finish(colony_cluster, namespace, pod["metadata"]["name"], "Succeeded")
-        eventually(lambda: _status(management, namespace).get("phase") == "Succeeded", 30)
-    finally:
-        operator.stop()
+    eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
+    eventually(lambda: _only_current_attempt(colony_cluster, namespace, 1, 2), 30)
+    assert _status(management, namespace)["restarts"] == 1
+    for pod in _pods(colony_cluster, namespace, 1):
+        _finish(colony_cluster, namespace, pod["metadata"]["name"], "Succeeded")
+    eventually(lambda: _status(management, namespace).get("phase") == "Succeeded", 30)

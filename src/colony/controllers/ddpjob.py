@@ -26,7 +26,7 @@ from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, JobRef, render_ddpjob
 from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 from colony.scheduling.placement import choose_cluster
 from colony.scheduling.teardown import expired, is_ephemeral, teardown_due
-from colony.status.ddpjob import TERMINAL_PHASES, job_progress
+from colony.status.ddpjob import TERMINAL_PHASES, JobProgress, job_progress
 
 MANAGEMENT = "management"
 TRACK_INTERVAL_S = 0.5
@@ -255,6 +255,14 @@ async def track_ddpjob(
     wandb = parsed.wandb_api_key_secret_ref
     pods = await target.list("v1", "Pod", meta["namespace"], label_selector=f"{JOB_LABEL}={meta['name']}")
     progress = job_progress(pods, parsed.parallelism, int(status.get("attempt") or 0), parsed.backoff_limit)
+    started = _parse_time(meta.get("creationTimestamp"))
+    if progress.phase not in TERMINAL_PHASES and expired(
+        started, parsed.active_deadline_seconds, datetime.now(UTC)
+    ):
+        for pod in pods:
+            await target.delete("v1", "Pod", pod["metadata"]["name"], meta["namespace"])
+        message = f"activeDeadlineSeconds {parsed.active_deadline_seconds} exceeded; workers deleted"
+        progress = JobProgress("Failed", progress.attempt, 0, message)
     for stale in progress.stale_pods:
         await target.delete("v1", "Pod", stale, meta["namespace"])
     update: dict[str, Any] = {
@@ -314,11 +322,15 @@ async def _after_finish(
     colony_name = status.get("colony")
     if colony_name and not status.get("teardownRequestedAt"):
         colony = await memo.kube.get(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
-        if colony is not None and is_ephemeral(colony["metadata"]) and teardown_due(
-            colony["metadata"],
-            await _active_jobs(memo, meta["namespace"], colony_name, meta["name"]),
-            finished,
-            now,
+        if (
+            colony is not None
+            and is_ephemeral(colony["metadata"])
+            and teardown_due(
+                colony["metadata"],
+                await _active_jobs(memo, meta["namespace"], colony_name, meta["name"]),
+                finished,
+                now,
+            )
         ):
             await memo.kube.delete(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
             patch.status["teardownRequestedAt"] = now_rfc3339()
