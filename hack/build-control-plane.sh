@@ -3,7 +3,7 @@
 # src/colony/versions.env, into a cache directory outside the repository:
 #
 #   ${COLONY_CACHE_DIR:-~/.cache/colony-operator}/bin/<versions>/{kube-apiserver,kube-scheduler,
-#       kube-controller-manager,kubectl,etcd,kwok,helm}
+#       kube-controller-manager,kubectl,etcd,kwok,helm,vc-scheduler}
 #
 # <versions> names the pinned versions, so a version change builds a fresh set. Binaries already present
 # are reused; missing ones are rebuilt. Prints the binary directory on its last line.
@@ -16,7 +16,7 @@ source "$versions"
 
 cache="${COLONY_CACHE_DIR:-$HOME/.cache/colony-operator}"
 # Keep in sync with colony.devenv.tools.binary_dir().
-bin="$cache/bin/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION"
+bin="$cache/bin/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION-volcano-$VOLCANO_VERSION"
 work="$cache/build"
 mkdir -p "$bin" "$work"
 
@@ -99,10 +99,40 @@ build_helm() {
 have_go="$(go env GOVERSION)"
 [[ "$have_go" == "$GO_TOOLCHAIN" ]] || log "warning: building with $have_go, pinned $GO_TOOLCHAIN (GOTOOLCHAIN=local: no download)"
 
+build_volcano_scheduler() {
+  have vc-scheduler && return
+  local dir="$work/volcano-$VOLCANO_VERSION"
+  mkdir -p "$dir"
+  (
+    cd "$dir"
+    if [[ ! -f go.mod ]]; then
+      go mod init local/volcanobuild >/dev/null 2>&1
+      local gomod
+      gomod="$(cd / && go mod download -json "volcano.sh/volcano@$VOLCANO_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
+      # Volcano's own replaces (k8s staging modules at published tags, a few pins), except its local
+      # staging path for volcano.sh/apis.
+      awk '/^replace \(/{f=1;next} f&&/^\)/{f=0} f && $2=="=>" && $3!~/^\./ {print $1"="$3"@"$4}' "$gomod" |
+        while read -r r; do go mod edit -replace="$r"; done
+      # The proxy serves volcano.sh/apis v1.14.0 but not v1.15.x: overlay the one constant v1.15 adds.
+      cp -r "$(cd / && go mod download -json "volcano.sh/apis@$VOLCANO_APIS_VERSION" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')" apis
+      chmod -R u+w apis
+      cp "$here/volcano/zz_v1_15_compat.go" apis/pkg/apis/scheduling/v1beta1/
+      go mod edit -replace=volcano.sh/apis=./apis
+    fi
+    # No `go mod tidy`: without .go files of its own it would drop the requirement.
+    go get "volcano.sh/volcano/cmd/scheduler@$VOLCANO_VERSION"
+    log "building vc-scheduler $VOLCANO_VERSION"
+    go build -trimpath -ldflags "-s -w -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERSION" \
+      -o "$bin/vc-scheduler.tmp" volcano.sh/volcano/cmd/scheduler
+    mv "$bin/vc-scheduler.tmp" "$bin/vc-scheduler"
+  )
+}
+
 start=$SECONDS
 build_etcd
 build_kwok
 build_helm
 build_kubernetes
+build_volcano_scheduler
 log "binaries ready in $bin ($((SECONDS - start))s)"
 echo "$bin"

@@ -66,7 +66,8 @@ take capa "sigs.k8s.io/cluster-api-provider-aws/v2@$CAPA_VERSION" config/crd/bas
 take caaph "sigs.k8s.io/cluster-api-addon-provider-helm@$CAAPH_VERSION" config/crd/bases \
   addons.cluster.x-k8s.io_helmchartproxies.yaml addons.cluster.x-k8s.io_helmreleaseproxies.yaml
 take volcano "volcano.sh/volcano@$VOLCANO_VERSION" config/crd/volcano/bases \
-  scheduling.volcano.sh_podgroups.yaml scheduling.volcano.sh_queues.yaml
+  scheduling.volcano.sh_podgroups.yaml scheduling.volcano.sh_queues.yaml \
+  topology.volcano.sh_hypernodes.yaml nodeinfo.volcano.sh_numatopologies.yaml
 take kubeflow "github.com/kubeflow/training-operator@$KUBEFLOW_TRAINING_OPERATOR_VERSION" manifests/base/crds \
   kubeflow.org_pytorchjobs.yaml
 take kuberay "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION" config/crd/bases \

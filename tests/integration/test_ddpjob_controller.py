@@ -25,9 +25,9 @@ def _ready_colony(management: LocalCluster, colony_cluster: LocalCluster, namesp
 
 
 def _job(**changes: Any) -> dict[str, Any]:
+    """The seed DDPJob (gang-scheduled by Volcano), with `changes` to its spec."""
     job: dict[str, Any] = yaml.safe_load((EXAMPLES / "ddpjob.yaml").read_text())
-    # Until the Volcano scheduler runs in the test clusters, kube-scheduler places the workers.
-    job["spec"] |= {"gangScheduler": "default", **changes}
+    job["spec"] |= changes
     return job
 
 
@@ -64,6 +64,9 @@ def test_seed_job_runs_on_the_colony_and_succeeds(
     eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
     pods = _pods(colony_cluster, namespace, 0)
     assert len(pods) == 2
+    group = colony_cluster.get_json("podgroup", "test-ddp-job-a0", "-n", namespace)
+    assert group["spec"]["minMember"] == 2
+    assert all(p["spec"]["schedulerName"] == "volcano" and p["spec"]["nodeName"] for p in pods)
     for rank, pod in enumerate(sorted(pods, key=lambda p: p["metadata"]["name"])):
         command = pod["spec"]["containers"][0]["command"]
         assert command[:4] == ["torchrun", "--nnodes=2", "--nproc-per-node=1", f"--node-rank={rank}"]

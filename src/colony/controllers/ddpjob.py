@@ -59,9 +59,13 @@ async def _cluster_client(memo: kopf.Memo, namespace: str, colony: str, cluster:
 
 
 async def _used_gpus(kube: Kube) -> int:
+    """GPUs held by pods bound to a node and not finished (pending pods hold nothing yet)."""
     used = 0
     for pod in await kube.list("v1", "Pod"):
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if not pod["spec"].get("nodeName") or (pod.get("status") or {}).get("phase") in (
+            "Succeeded",
+            "Failed",
+        ):
             continue
         for container in pod["spec"].get("containers", []):
             limits = (container.get("resources") or {}).get("limits") or {}

@@ -29,6 +29,23 @@ from colony.devenv.tools import Tools
 
 START_TIMEOUT_S = 90.0
 
+# Volcano's scheduler with gang scheduling; its config directory holds nothing else (it reloads on
+# every write in that directory).
+VOLCANO_SCHEDULER_CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
+
 
 class KubectlError(RuntimeError):
     """kubectl exited non-zero; the message holds its stderr."""
@@ -215,6 +232,43 @@ class LocalCluster:
                 "--controllers=*,-node-lifecycle-controller,-node-ipam-controller,-taint-eviction-controller",
             ],
         )
+
+    def start_volcano_scheduler(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start Volcano's scheduler (needs the Volcano CRDs installed) and open its queues.
+
+        It creates the `root` and `default` queues itself, but their state is set by Volcano's
+        controller-manager, which does not run here; a queue without state schedules nothing.
+        """
+        conf_dir = self.workdir / "volcano-conf"
+        conf_dir.mkdir(exist_ok=True)
+        (conf_dir / "scheduler.conf").write_text(VOLCANO_SCHEDULER_CONF)
+        process = self._spawn(
+            "vc-scheduler",
+            [
+                str(self.tools.binary("vc-scheduler")),
+                f"--kubeconfig={self.kubeconfig_path}",
+                f"--scheduler-conf={conf_dir / 'scheduler.conf'}",
+                "--leader-elect=false",
+                "--schedule-period=500ms",
+                "--cache-dumper=false",
+                "-v=1",
+            ],
+        )
+        for queue in ("root", "default"):
+
+            def exists(name: str = queue) -> bool:
+                return self.kubectl("get", "queue", name, check=False).returncode == 0
+
+            process.wait_until(exists, timeout, f"queue {queue} created by the scheduler")
+            self.kubectl(
+                "patch",
+                "queue",
+                queue,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                '{"status": {"state": "Open"}}',
+            )
 
     def _start_kwok(self) -> None:
         config = self.workdir / "kwok.yaml"

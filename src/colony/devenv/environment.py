@@ -59,12 +59,14 @@ def start_management_cluster(tools: Tools, name: str = "management") -> LocalClu
 def start_colony_cluster(
     tools: Tools, name: str, nodes: Sequence[GPUNodeSpec] = DEFAULT_COLONY_NODES
 ) -> LocalCluster:
-    """A colony (workload) cluster with scheduler, kwok GPU nodes and the framework CRDs."""
+    """A colony (workload) cluster with kube-scheduler, Volcano's scheduler, kwok GPU nodes and
+    the framework CRDs."""
     cluster = LocalCluster(name, tools, scheduler=True, controller_manager=False, kwok=True)
     cluster.start()
     try:
         cluster.install_crds(upstream_crd_files(tools, COLONY_UPSTREAM))
         cluster.add_gpu_nodes(nodes)
+        cluster.start_volcano_scheduler()
     except BaseException:
         cluster.stop()
         raise

@@ -23,6 +23,7 @@ BINARIES = (
     "kubectl",
     "kwok",
     "helm",
+    "vc-scheduler",
 )
 
 
@@ -48,7 +49,7 @@ def binary_dir() -> Path:
     v = read_pinned_versions()
     name = (
         f"k8s-{v['KUBERNETES_VERSION']}-etcd-{v['ETCD_VERSION']}"
-        f"-kwok-{v['KWOK_VERSION']}-helm-{v['HELM_VERSION']}"
+        f"-kwok-{v['KWOK_VERSION']}-helm-{v['HELM_VERSION']}-volcano-{v['VOLCANO_VERSION']}"
     )
     return cache_dir() / "bin" / name
 
