@@ -179,3 +179,23 @@ def test_active_deadline_fails_the_job_and_removes_its_workers(
     eventually(
         lambda: all(p["metadata"].get("deletionTimestamp") for p in _pods(colony_cluster, namespace, 0)), 20
     )
+
+
+def test_deleting_a_job_on_an_unreachable_cluster_retries_then_gives_up_with_events(
+    management: LocalCluster, colony_cluster: LocalCluster, namespace: str, operator_process: ManagedProcess
+) -> None:
+    _ready_colony(management, colony_cluster, namespace)
+    _apply(management, namespace, _job())
+    eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
+    management.kubectl(
+        "delete", "secret", "gpu-kubeconfig", "-n", namespace
+    )  # the cluster becomes unreachable
+    management.kubectl("delete", "ddpjob", "test-ddp-job", "-n", namespace, "--wait=false")
+    eventually(
+        lambda: (
+            management.kubectl("get", "ddpjob", "test-ddp-job", "-n", namespace, check=False).returncode != 0
+        ),
+        40,
+    )
+    events = management.kubectl("get", "events", "-n", namespace).stdout
+    assert "ClusterUnreachable" in events and "CleanupAbandoned" in events

@@ -30,6 +30,8 @@ from colony.status.ddpjob import TERMINAL_PHASES, JobProgress, job_progress
 
 MANAGEMENT = "management"
 TRACK_INTERVAL_S = 0.5
+DELETE_RETRIES = 3
+DELETE_RETRY_DELAY_S = 2.0
 WAIT_S = 5.0
 
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
@@ -354,22 +356,43 @@ def _parse_time(value: Any) -> datetime:
 
 @kopf.on.delete(DDPJOB.group, DDPJOB.version, DDPJOB.plural)
 async def delete_ddpjob(
-    meta: kopf.Meta, status: kopf.Status, memo: kopf.Memo, logger: Logger, **_: Any
+    body: kopf.Body,
+    meta: kopf.Meta,
+    status: kopf.Status,
+    memo: kopf.Memo,
+    retry: int,
+    logger: Logger,
+    **_: Any,
 ) -> None:
-    """Delete the job's objects in its cluster; retried with a delay while the cluster is unreachable."""
+    """Delete the job's objects in its cluster. While the cluster cannot be reached, retry with a
+    delay and a warning Event, DELETE_RETRIES times; then give up on the remote objects (an Event
+    says so) rather than keep the job stuck in deletion forever."""
     if not status.get("cluster"):
         return
     try:
         target = await _cluster_client(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
-    except ClusterAccessError as gone:
-        logger.warning("cluster of the job is gone, nothing left to delete there: %s", gone)
-        return
-    selector = f"{JOB_LABEL}={meta['name']}"
-    for api_version, kind in (
-        ("v1", "Pod"),
-        ("scheduling.volcano.sh/v1beta1", "PodGroup"),
-        ("v1", "Service"),
-        ("v1", "Secret"),
-    ):
-        for obj in await target.list(api_version, kind, meta["namespace"], label_selector=selector):
-            await target.delete(api_version, kind, obj["metadata"]["name"], meta["namespace"])
+        selector = f"{JOB_LABEL}={meta['name']}"
+        for api_version, kind in (
+            ("v1", "Pod"),
+            ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+            ("v1", "Service"),
+            ("v1", "Secret"),
+        ):
+            for obj in await target.list(api_version, kind, meta["namespace"], label_selector=selector):
+                await target.delete(api_version, kind, obj["metadata"]["name"], meta["namespace"])
+    except (ClusterAccessError, OSError, TimeoutError) as unreachable:
+        if retry < DELETE_RETRIES:
+            kopf.warn(
+                body,
+                reason="ClusterUnreachable",
+                message=f"cannot clean up on cluster {status['cluster']} "
+                f"(try {retry + 1}/{DELETE_RETRIES}): {unreachable}",
+            )
+            raise kopf.TemporaryError(str(unreachable), delay=DELETE_RETRY_DELAY_S) from unreachable
+        kopf.warn(
+            body,
+            reason="CleanupAbandoned",
+            message=f"gave up cleaning up on cluster {status['cluster']} "
+            f"after {DELETE_RETRIES} tries: {unreachable}",
+        )
+        logger.warning("abandoning remote cleanup: %s", unreachable)
