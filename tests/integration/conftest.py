@@ -99,6 +99,26 @@ def killable_operator(management: LocalCluster, tmp_path: Path) -> Iterator[Kill
         operator.process.stop()
 
 
+def _wait_until_serving(management: LocalCluster, process: ManagedProcess) -> None:
+    """Logging in is not watching: wait until the operator handled a probe object, so a test's
+    first object does not wait for the watch streams to start."""
+    name = f"t-probe-{uuid.uuid4().hex[:6]}"
+    management.kubectl("create", "namespace", name)
+    probe = {
+        "apiVersion": "infra.exalsius.ai/v1",
+        "kind": "GPUProvisioningRequest",
+        "metadata": {"name": "probe", "namespace": name},
+        "spec": {"gpuShape": "A100", "numberOfGPUs": 1},
+    }
+    management.apply([probe])
+
+    def handled() -> bool:
+        status = management.get_json("gpr", "probe", "-n", name).get("status") or {}
+        return status.get("phase") == "Queued"
+
+    process.wait_until(handled, 120, "the probe GPR handled")
+
+
 def start_operator(management: LocalCluster, log: Path, namespace: str) -> ManagedProcess:
     """`python -m colony operator -n <namespace>` as a real process; returns once it is serving."""
     env = {**os.environ, "KUBECONFIG": str(management.kubeconfig_path)}
@@ -122,6 +142,7 @@ def operator_process(
         management, tmp_path_factory.mktemp("operator") / "operator.log", SHARED_OPERATOR_NAMESPACES
     )
     try:
+        _wait_until_serving(management, process)
         yield process
     finally:
         process.stop()

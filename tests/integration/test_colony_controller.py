@@ -58,7 +58,7 @@ def test_docker_colony_provisions_scales_prunes_and_deletes(
     capi.hold(namespace, f"{name}-docker-1", phase="Pending")
     _apply(management, namespace, colony)
 
-    pending = eventually(lambda: _phase_is(management, namespace, name, "Pending"), 30)
+    pending = eventually(lambda: _phase_is(management, namespace, name, "Pending"), 60)
     assert pending["status"]["clusters"][0]["phase"] == "Pending"
     capi.hold(namespace, f"{name}-docker-1", phase="Provisioning")
     provisioning = eventually(lambda: _phase_is(management, namespace, name, "Provisioning"), 30)
