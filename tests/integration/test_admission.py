@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from colony.devenv.cluster import KubectlError, LocalCluster
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests.integration.conftest import EXAMPLES
 
 
 def _example(name: str) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -14,9 +13,8 @@ from colony.devenv.capi_harness import CapiHarness
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.process import ManagedProcess
 from colony.render.labels import COLONY_LABEL
-from tests.integration.conftest import eventually
+from tests.integration.conftest import EXAMPLES, eventually
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 COLONY_GPUS = 24  # colony_cluster: 2 nodes x 8 A100 + 1 node x 8 H100
 
 

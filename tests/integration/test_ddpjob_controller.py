@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -11,10 +10,8 @@ import yaml
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.kwok import EXIT_CODE_ANNOTATION, OUTCOME_ANNOTATION
 from colony.devenv.process import ManagedProcess
-from tests.integration.conftest import eventually
+from tests.integration.conftest import EXAMPLES, eventually
 from tests.integration.test_colony_controller import _apply, _existing_colony, _kubeconfig_secret, _phase_is
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _ready_colony(management: LocalCluster, colony_cluster: LocalCluster, namespace: str) -> None:

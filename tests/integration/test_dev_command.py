@@ -11,9 +11,7 @@ import time
 from pathlib import Path
 
 from colony.devenv.tools import Tools
-from tests.integration.conftest import eventually
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests.integration.conftest import EXAMPLES, eventually
 
 
 def _descendants(pid: int) -> set[int]:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from colony.devenv.cluster import LocalCluster
+from tests.integration.conftest import EXAMPLES
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SEED_EXAMPLES = ("colony-aws.yaml", "colony-docker-ray.yaml", "ddpjob.yaml")
 
 

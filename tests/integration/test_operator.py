@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.process import ManagedProcess
-from tests.integration.conftest import eventually
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests.integration.conftest import EXAMPLES, eventually
 
 
 def _accepted(obj: dict[str, Any]) -> dict[str, Any] | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -12,8 +11,7 @@ from colony.api.base import SecretKeyReference
 from colony.api.ddpjob import DDPJobSpec
 from colony.devenv.cluster import LocalCluster
 from colony.render.ddpjob import JobRef, render_ddpjob
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests.integration.conftest import EXAMPLES
 
 
 @pytest.mark.parametrize("gang", ["volcano", "default"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -98,7 +98,6 @@ class ResourceDefinition:
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ("exalsius",)
     printer_columns: tuple[PrinterColumn, ...] = ()
-    spec_validations: tuple[dict[str, str], ...] = field(default_factory=tuple)
 
     @property
     def crd_name(self) -> str:

@@ -81,8 +81,6 @@ def model_schema(model: type[Any]) -> dict[str, Any]:
 def crd_for(resource: ResourceDefinition) -> dict[str, Any]:
     """Build the full CustomResourceDefinition manifest of one resource."""
     spec_schema = model_schema(resource.spec_model)
-    if resource.spec_validations:
-        spec_schema.setdefault("x-kubernetes-validations", []).extend(resource.spec_validations)
     status_schema = model_schema(resource.status_model)
     version = {
         "name": resource.version,

@@ -17,12 +17,12 @@ from typing import Any
 
 import yaml
 
+from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
+
 MANAGED_ANNOTATION = "kwok.x-k8s.io/node"
 OUTCOME_ANNOTATION = "colony.exalsius.ai/simulated-outcome"
 EXIT_CODE_ANNOTATION = "colony.exalsius.ai/simulated-exit-code"
 RUNTIME_ANNOTATION = "colony.exalsius.ai/simulated-runtime"
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 
 STOCK_STAGES = (

@@ -17,6 +17,7 @@ from typing import Any
 
 from colony.api.base import SecretKeyReference
 from colony.api.ddpjob import DDPJobSpec
+from colony.gpu import GPU_RESOURCE
 from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 
 JOB_LABEL = "training.exalsius.ai/job-name"
@@ -24,7 +25,6 @@ ATTEMPT_LABEL = "training.exalsius.ai/attempt"
 RANK_LABEL = "training.exalsius.ai/replica-index"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 RENDEZVOUS_PORT = 29500
-GPU_RESOURCE = "nvidia.com/gpu"
 WANDB_ENV = "WANDB_API_KEY"
 
 Manifest = dict[str, Any]

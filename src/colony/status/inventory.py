@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
+
 UNKNOWN_PRODUCT = "unknown"
 
 
