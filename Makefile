@@ -5,12 +5,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help venv lock tools crds lint test test-unit dev clean
+.PHONY: help venv lock tools torch torch-lock crds lint test test-unit dev clean
 
 help:
 	@echo "make dev    - local management + colony cluster with fake GPU nodes, operator in the foreground"
 	@echo "make test   - lint, type-check and run unit + integration tests against a real kube-apiserver"
 	@echo "make tools  - build the pinned control-plane binaries and download upstream CRDs (cached)"
+	@echo "make torch  - the PyTorch venv for the real DDP run test (cached, about 3 GB download)"
 	@echo "make crds   - regenerate crds/*.yaml from the API models"
 
 # requirements.lock pins the whole resolved dependency tree (regenerate with `make lock`): installs
@@ -29,18 +30,25 @@ tools:
 	bash hack/build-control-plane.sh >/dev/null
 	bash hack/fetch-crds.sh >/dev/null
 
+torch:
+	bash hack/torch-venv.sh >/dev/null
+
+torch-lock: torch
+	{ sed -n '1,2p' hack/torch-requirements.lock; "$$(bash hack/torch-venv.sh)/bin/pip" freeze --disable-pip-version-check; } > hack/torch-requirements.lock.new
+	mv hack/torch-requirements.lock.new hack/torch-requirements.lock
+
 crds: venv
 	$(BIN)/colony crds
 
 lint: venv
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 
 test-unit: venv
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
-test: venv tools lint
+test: venv tools torch lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 dev: venv tools

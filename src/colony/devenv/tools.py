@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,8 +93,26 @@ def ensure_tools(build: bool = True) -> Tools:
     return Tools(bins, crds)
 
 
-def _run_script(name: str) -> None:
+def torch_env_dir() -> Path:
+    """The venv with the pinned PyTorch for the real DDP run (same naming as hack/torch-venv.sh)."""
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return cache_dir() / f"torch-{read_pinned_versions()['TORCH_VERSION']}-py{python}"
+
+
+def ensure_torch_env(build: bool = True) -> Path:
+    """Return the PyTorch venv's bin directory (with `torchrun`), creating the venv when missing."""
+    env = torch_env_dir()
+    if not (env / ".complete").is_file() and build:
+        _run_script("torch-venv.sh", {"PYTHON": sys.executable})
+    if not (env / ".complete").is_file():
+        raise ToolsError(f"no PyTorch environment in {env}; run hack/torch-venv.sh")
+    return env / "bin"
+
+
+def _run_script(name: str, env: dict[str, str] | None = None) -> None:
     script = repo_root() / "hack" / name
-    result = subprocess.run(["bash", str(script)], check=False, stdout=subprocess.DEVNULL)
+    result = subprocess.run(
+        ["bash", str(script)], check=False, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+    )
     if result.returncode != 0:
         raise ToolsError(f"{script} failed with exit code {result.returncode}")
