@@ -23,3 +23,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 90
     settings.execution.max_workers = 20
     settings.posting.level = 20  # INFO and above become Kubernetes Events
+    # A deleted object keeps its finalizer until its timers have exited; a timer caught mid-run is
+    # re-checked after this many seconds (kopf's default of 60 s stalled deletions for a minute).
+    settings.background.cancellation_polling = 1.0
+    settings.background.instant_exit_timeout = 0.2
