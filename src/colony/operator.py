@@ -14,9 +14,15 @@ def run_operator(
     liveness_endpoint: str | None = None,
     verbose: bool = False,
     json_logs: bool = False,
+    metrics_port: int | None = None,
 ) -> None:
-    """Run until SIGINT/SIGTERM. Watches `namespaces`, or the whole cluster when empty."""
+    """Run until SIGINT/SIGTERM. Watches `namespaces`, or the whole cluster when empty; serves
+    Prometheus metrics on `metrics_port` when given."""
     import colony.controllers  # noqa: F401 - registers the handlers
+    from colony import metrics
+
+    if metrics_port is not None:
+        metrics.serve(metrics_port)
 
     kopf.configure(
         verbose=verbose,

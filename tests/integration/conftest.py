@@ -3,7 +3,9 @@ session, a fresh namespace per test, and the operator as a real process."""
 
 from __future__ import annotations
 
+import functools
 import os
+import socket
 import sys
 import time
 import uuid
@@ -119,10 +121,24 @@ def _wait_until_serving(management: LocalCluster, process: ManagedProcess) -> No
     process.wait_until(handled, 120, "the probe GPR handled")
 
 
-def start_operator(management: LocalCluster, log: Path, namespace: str) -> ManagedProcess:
+def start_operator(
+    management: LocalCluster,
+    log: Path,
+    namespace: str,
+    metrics_port: int | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> ManagedProcess:
     """`python -m colony operator -n <namespace>` as a real process; returns once it is serving."""
-    env = {**os.environ, "KUBECONFIG": str(management.kubeconfig_path)}
+    # Accrued colony cost is brought forward every 2 s instead of every minute, so tests see it move.
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(management.kubeconfig_path),
+        "COLONY_COST_REFRESH_SECONDS": "2",
+        **(extra_env or {}),
+    }
     argv = [sys.executable, "-m", "colony", "operator", "--verbose", f"--namespace={namespace}"]
+    if metrics_port is not None:
+        argv.append(f"--metrics-port={metrics_port}")
     process = ManagedProcess("operator", argv, log, env=env)
     process.start()
     try:
@@ -133,13 +149,25 @@ def start_operator(management: LocalCluster, log: Path, namespace: str) -> Manag
     return process
 
 
+@functools.cache
+def session_metrics_port() -> int:
+    """The port the session operator serves /metrics on (free when first asked)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 @pytest.fixture(scope="session")
 def operator_process(
     management: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ManagedProcess]:
     """`python -m colony operator` as a real process against the management cluster."""
     process = start_operator(
-        management, tmp_path_factory.mktemp("operator") / "operator.log", SHARED_OPERATOR_NAMESPACES
+        management,
+        tmp_path_factory.mktemp("operator") / "operator.log",
+        SHARED_OPERATOR_NAMESPACES,
+        metrics_port=session_metrics_port(),
     )
     try:
         _wait_until_serving(management, process)

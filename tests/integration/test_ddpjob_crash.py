@@ -35,9 +35,11 @@ def test_sigkill_while_scheduling_running_and_restarting(
     eventually(lambda: _pods(colony_cluster, namespace, 1), 40, 0.05)  # the restart began
     killable_operator.crash_and_restart()
 
+    # The status written before the crash may still say attempt 0 for a moment: wait for the new
+    # operator to read the newer attempt from the pods.
+    eventually(lambda: _status(management, namespace).get("restarts") == 1, 40)
     eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
     eventually(lambda: _only_current_attempt(colony_cluster, namespace, 1, 2), 30)
-    assert _status(management, namespace)["restarts"] == 1
     for pod in _pods(colony_cluster, namespace, 1):
         _finish(colony_cluster, namespace, pod["metadata"]["name"], "Succeeded")
     eventually(lambda: _status(management, namespace).get("phase") == "Succeeded", 30)

@@ -13,10 +13,20 @@ def test_seed_examples_apply_unchanged(management: LocalCluster, namespace: str)
         management.kubectl("apply", "-n", namespace, "-f", str(EXAMPLES / name))
     colonies = management.kubectl("get", "colonies", "-n", namespace).stdout
     header = colonies.splitlines()[0].split()
-    assert header == ["NAME", "PHASE", "READY", "CLUSTERS", "GPUS", "AGE"]
+    assert header == ["NAME", "PHASE", "READY", "CLUSTERS", "GPUS", "$/H", "COST", "AGE"]
     assert "test-colony" in colonies and "docker-colony-ray" in colonies
     jobs = management.kubectl("get", "ddpjobs", "-n", namespace).stdout
-    assert jobs.splitlines()[0].split() == ["NAME", "COLONY", "WORKERS", "GPUS/NODE", "PHASE", "READY", "AGE"]
+    assert jobs.splitlines()[0].split() == [
+        "NAME",
+        "COLONY",
+        "WORKERS",
+        "GPUS/NODE",
+        "PHASE",
+        "READY",
+        "GPU-H",
+        "COST",
+        "AGE",
+    ]
     row = jobs.splitlines()[1].split()
     assert row[:4] == ["test-ddp-job", "test-colony", "2", "1"]
 

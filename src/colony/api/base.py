@@ -98,6 +98,7 @@ class ResourceDefinition:
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ("exalsius",)
     printer_columns: tuple[PrinterColumn, ...] = ()
+    scope: Literal["Namespaced", "Cluster"] = "Namespaced"
 
     @property
     def crd_name(self) -> str:

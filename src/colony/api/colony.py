@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
@@ -41,6 +42,12 @@ class AwsClusterSpec(ApiModel):
     iam_instance_profile: str = Field(
         default="nodes.cluster-api-provider-aws.sigs.k8s.io",
         description="IAM instance profile attached to the workers.",
+    )
+    spot: bool = Field(default=False, description="Run the workers on EC2 spot instances.")
+    spot_max_price: float | None = Field(
+        default=None,
+        gt=0,
+        description="Highest spot price in USD per instance-hour; default: up to the on-demand price.",
     )
 
 
@@ -233,6 +240,12 @@ class ColonyClusterStatus(ApiModel):
     ready_nodes: int = Field(default=0, description="Nodes whose Ready condition is True.")
     total_nodes: int = Field(default=0, description="Nodes registered in the cluster.")
     gpus: list[GPUInventoryStatus] = Field(default_factory=list, description="GPUs by product.")
+    price_per_hour: float | None = Field(
+        default=None, description="Price of the cluster in USD per hour (unknown: absent)."
+    )
+    price_source: str | None = Field(
+        default=None, description="Where the price comes from: the spec, the offer catalog, or why unknown."
+    )
 
 
 class AddonStatus(ApiModel):
@@ -255,6 +268,13 @@ class ColonyStatus(ResourceStatus):
         default_factory=list, description="Per-cluster state and GPU inventory."
     )
     addons: list[AddonStatus] = Field(default_factory=list, description="Per-dependency readiness.")
+    price_per_hour: float | None = Field(
+        default=None, description="USD per hour of the clusters now billed (provisioning or running)."
+    )
+    cost_accrued: float | None = Field(default=None, description="USD accrued since the colony was created.")
+    cost_accrued_at: datetime | None = Field(
+        default=None, description="When costAccrued was last brought forward."
+    )
 
 
 COLONY = ResourceDefinition(
@@ -273,6 +293,8 @@ COLONY = ResourceDefinition(
         PrinterColumn("Ready", "integer", ".status.readyClusters", "Clusters that are ready."),
         PrinterColumn("Clusters", "integer", ".status.totalClusters", "Clusters in the colony."),
         PrinterColumn("GPUs", "integer", ".status.gpus", "GPU capacity of the ready clusters."),
+        PrinterColumn("$/h", "number", ".status.pricePerHour", "USD per hour of the billed clusters."),
+        PrinterColumn("Cost", "number", ".status.costAccrued", "USD accrued so far."),
         PrinterColumn("K8s", "string", ".spec.k8sVersion", "Kubernetes version.", priority=1),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
     ),

@@ -57,6 +57,11 @@ def _structural(node: Any) -> Any:
         del node["additionalProperties"]
     for key in _DROPPED_KEYS:
         node.pop(key, None)
+    for bound, inclusive in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        # JSON Schema 2020 writes `exclusiveMinimum: 0`; OpenAPI v3 (CRDs) wants `minimum: 0` + a flag.
+        if isinstance(node.get(bound), int | float) and not isinstance(node[bound], bool):
+            node[inclusive] = node[bound]
+            node[bound] = True
     result: dict[str, Any] = {}
     for key, value in node.items():
         if key == "properties":
@@ -121,7 +126,7 @@ def crd_for(resource: ResourceDefinition) -> dict[str, Any]:
         },
         "spec": {
             "group": resource.group,
-            "scope": "Namespaced",
+            "scope": resource.scope,
             "names": {
                 "kind": resource.kind,
                 "listKind": f"{resource.kind}List",

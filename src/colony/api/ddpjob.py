@@ -146,6 +146,11 @@ class DDPJobStatus(ResourceStatus):
     teardown_requested_at: datetime | None = Field(
         default=None, description="When deletion of the job's ephemeral colony was requested."
     )
+    price_per_gpu_hour: float | None = Field(
+        default=None, description="USD per GPU-hour of the colony when the job was placed (unknown: absent)."
+    )
+    gpu_hours: float | None = Field(default=None, description="GPUs held times hours, so far.")
+    cost: float | None = Field(default=None, description="USD so far: gpuHours times pricePerGpuHour.")
 
 
 DDPJOB = ResourceDefinition(
@@ -164,6 +169,8 @@ DDPJOB = ResourceDefinition(
         PrinterColumn("GPUs/Node", "integer", ".spec.nprocPerNode", "Processes and GPUs per worker."),
         PrinterColumn("Phase", "string", ".status.phase", "High-level state of the job."),
         PrinterColumn("Ready", "integer", ".status.workersReady", "Workers running."),
+        PrinterColumn("GPU-h", "number", ".status.gpuHours", "GPU-hours used so far."),
+        PrinterColumn("Cost", "number", ".status.cost", "USD so far."),
         PrinterColumn("Cluster", "string", ".status.cluster", "Cluster the workers run on.", priority=1),
         PrinterColumn("Restarts", "integer", ".status.restarts", "Whole-gang restarts.", priority=1),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation."),

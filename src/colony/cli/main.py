@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from colony.cli.offers import offers
+
 app = typer.Typer(
     name="colony",
     help="GPU colonies on Cluster API, and distributed training on them.",
@@ -26,11 +28,24 @@ def operator(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log debug details.")] = False,
     json_logs: Annotated[bool, typer.Option("--json-logs", help="One JSON object per log line.")] = False,
+    metrics_port: Annotated[
+        int | None, typer.Option("--metrics-port", help="Serve Prometheus metrics on this port (/metrics).")
+    ] = None,
 ) -> None:
-    """Run the operator against the current kubeconfig (KUBECONFIG or in-cluster)."""
+    """Run the operator against the current kubeconfig (KUBECONFIG or in-cluster).
+
+    The offer catalog that prices colonies is the shipped one unless COLONY_OFFERS_CSV (a file) or
+    COLONY_OFFERS_CONFIGMAP (namespace/name, key gpu-offers.csv) names another.
+    """
     from colony.operator import run_operator
 
-    run_operator(namespace or (), liveness_endpoint=liveness, verbose=verbose, json_logs=json_logs)
+    run_operator(
+        namespace or (),
+        liveness_endpoint=liveness,
+        verbose=verbose,
+        json_logs=json_logs,
+        metrics_port=metrics_port,
+    )
 
 
 CRD_DIRS = (Path("crds"), Path("charts/colony-operator/crds"))
@@ -80,3 +95,6 @@ def dev(
     from colony.devenv.dev import run_dev
 
     run_dev(gpu_nodes=gpu_nodes, state_dir=state_dir)
+
+
+app.command("offers")(offers)

@@ -9,11 +9,14 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import kopf
 
+from colony import metrics
 from colony.api import COLONY
 from colony.api.colony import ColonySpec
 from colony.controllers.acceptance import accept_spec
@@ -28,13 +31,17 @@ from colony.controllers.colony_children import (
 from colony.kube.colony_clusters import ClusterAccessError, ColonyClusterClients
 from colony.kube.config import default_api_client
 from colony.kube.resources import Conflict, Kube
+from colony.pricing.operator_catalog import load_operator_catalog
 from colony.render.colony import render_colony
 from colony.render.contract import ColonyRef, HostedControlPlanePorts, RenderedColony
 from colony.render.labels import COLONY_LABEL
 from colony.render.ports import allocate_hosted_ports, hosted_ports_key
 from colony.status.colony import AddonObservation, ClusterObservation, colony_status
+from colony.status.cost import cluster_price, priced_colony_status
 
 STATUS_REFRESH_S = 5.0
+# How often a colony's accrued cost is brought forward in status while its price is unchanged.
+COST_REFRESH_S = float(os.environ.get("COLONY_COST_REFRESH_SECONDS", "60"))
 DELETE_RECHECK_S = 3.0
 
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
@@ -45,6 +52,7 @@ async def connect(memo: kopf.Memo, **_: Any) -> None:
     """One management-cluster client and one colony-client cache for the operator's life."""
     memo.kube = Kube(await default_api_client())
     memo.colony_clients = ColonyClusterClients(memo.kube)
+    memo.catalog = await load_operator_catalog(memo.kube)
 
 
 @kopf.on.cleanup()
@@ -149,13 +157,23 @@ async def _observe_addons(kube: Kube, namespace: str, rendered: RenderedColony) 
 
 
 async def _status(
-    memo: kopf.Memo, body: Mapping[str, Any], rendered: RenderedColony, conditions: list[dict[str, Any]]
+    memo: kopf.Memo,
+    body: Mapping[str, Any],
+    spec: ColonySpec,
+    rendered: RenderedColony,
+    conditions: list[dict[str, Any]],
 ) -> dict[str, Any]:
     meta = body["metadata"]
     observations, addons = await _observe(memo, meta["namespace"], meta["name"], rendered)
-    return colony_status(
+    status = colony_status(
         rendered, observations, addons, previous_conditions=conditions, generation=meta.get("generation")
     )
+    prices = {c.cluster_name: cluster_price(c, memo.catalog) for c in spec.colony_clusters}
+    priced = priced_colony_status(
+        status, prices, body.get("status") or {}, datetime.now(UTC), min_interval_s=COST_REFRESH_S
+    )
+    metrics.record_colony_cost(meta["namespace"], meta["name"], priced)
+    return priced
 
 
 @kopf.on.resume(COLONY.group, COLONY.version, COLONY.plural)
@@ -185,7 +203,7 @@ async def reconcile_colony(
             body, reason="Pruned", message=f"deleted objects no longer in the spec: {', '.join(removed)}"
         )
     logger.info("applied %d object(s), pruned %d", applied, len(removed))
-    new_status = await _status(memo, body, rendered, patch.status["conditions"])
+    new_status = await _status(memo, body, parsed, rendered, patch.status["conditions"])
     _record_transition(body, status, new_status)
     patch.status.update(new_status)
 
@@ -200,7 +218,7 @@ async def _refreshed_status(memo: kopf.Memo, body: Mapping[str, Any]) -> dict[st
     rendered = await _render(memo, body, parsed)
     # Parts of a removed cluster wait for its Cluster to be gone; finish pruning them here.
     await prune(memo.kube, body["metadata"]["namespace"], body["metadata"]["name"], rendered)
-    new_status = await _status(memo, body, rendered, list(status.get("conditions") or []))
+    new_status = await _status(memo, body, parsed, rendered, list(status.get("conditions") or []))
     new_status.pop("observedGeneration")  # only a full reconcile may claim a generation
     if all(status.get(k) == v for k, v in new_status.items()):
         return None
@@ -271,3 +289,4 @@ async def delete_colony(
             f"waiting for {len(remaining)} object(s) to be deleted", delay=DELETE_RECHECK_S
         )
     logger.info("every object of the colony is gone")
+    metrics.forget_colony(meta["namespace"], meta["name"])

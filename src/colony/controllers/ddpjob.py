@@ -12,6 +12,7 @@ from typing import Any
 
 import kopf
 
+from colony import metrics
 from colony.api import COLONY, DDPJOB
 from colony.api.base import SecretKeyReference
 from colony.api.colony import ColonySpec
@@ -26,6 +27,7 @@ from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, JobRef, render_ddpjob
 from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 from colony.scheduling.placement import choose_cluster
 from colony.scheduling.teardown import expired, is_ephemeral, teardown_due
+from colony.status.cost import job_usage, parse_time, price_per_gpu_hour
 from colony.status.ddpjob import TERMINAL_PHASES, JobProgress, job_progress
 
 MANAGEMENT = "management"
@@ -33,6 +35,7 @@ TRACK_INTERVAL_S = 0.5
 DELETE_RETRIES = 3
 DELETE_RETRY_DELAY_S = 2.0
 WAIT_S = 5.0
+USAGE_REFRESH_S = 30.0
 
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
@@ -75,10 +78,11 @@ async def _used_gpus(kube: Kube) -> int:
     return used
 
 
-async def _place(memo: kopf.Memo, namespace: str, spec: DDPJobSpec) -> tuple[str, str, str]:
-    """(colony, cluster, why) for the job; raises Unplaceable with the reason when it must wait."""
+async def _place(memo: kopf.Memo, namespace: str, spec: DDPJobSpec) -> tuple[str, str, str, float | None]:
+    """(colony, cluster, why, the colony's price per GPU-hour) for the job; raises Unplaceable with
+    the reason when it must wait."""
     if not spec.target_colony:
-        return "", MANAGEMENT, "no targetColony: the management cluster"
+        return "", MANAGEMENT, "no targetColony: the management cluster", None
     colony = await memo.kube.get(COLONY.api_version, COLONY.kind, spec.target_colony, namespace)
     if colony is None:
         raise Unplaceable(f"colony {spec.target_colony} does not exist", delay=WAIT_S)
@@ -95,7 +99,7 @@ async def _place(memo: kopf.Memo, namespace: str, spec: DDPJobSpec) -> tuple[str
     chosen, why = choose_cluster(clusters, used, needed)
     if chosen is None:
         raise Unplaceable(f"colony {spec.target_colony}: {why}", delay=WAIT_S)
-    return spec.target_colony, chosen, why
+    return spec.target_colony, chosen, why, price_per_gpu_hour(colony.get("status") or {})
 
 
 async def _wandb_secret(
@@ -189,7 +193,7 @@ async def start_ddpjob(
         return
     try:
         wandb, wandb_value = await _wandb_secret(memo, body, parsed, patch)
-        colony, cluster, why = await _place(memo, meta["namespace"], parsed)
+        colony, cluster, why, gpu_hour_price = await _place(memo, meta["namespace"], parsed)
         target = await _cluster_client(memo, meta["namespace"], colony, cluster)
     except (Unplaceable, ClusterAccessError) as waiting:
         patch.status["phase"] = "Pending"
@@ -224,6 +228,7 @@ async def start_ddpjob(
             "attempt": attempt,
             "restarts": int(status.get("restarts") or 0),
             "message": f"placed on {cluster}: {why}",
+            "pricePerGpuHour": gpu_hour_price,
             "conditions": set_condition(
                 patch.status["conditions"],
                 type_="Placed",
@@ -281,6 +286,10 @@ async def track_ddpjob(
         update["startTime"] = now_rfc3339()
     if progress.phase in TERMINAL_PHASES:
         update["completionTime"] = now_rfc3339()
+    usage = _usage(parsed, status, update, progress.phase != status.get("phase"))
+    if usage:
+        metrics.record_job_usage(meta["namespace"], DDPJOB.kind, meta["name"], usage)
+    update |= usage
     if progress.relaunch:
         await _launch(target, job, parsed, progress.attempt, wandb)
     if progress.restart:
@@ -300,6 +309,22 @@ async def track_ddpjob(
     patch.status.update(update)
     if progress.phase in TERMINAL_PHASES:
         await _after_finish(memo, body, {**status, **update}, parsed, patch, logger)
+
+
+def _usage(
+    spec: DDPJobSpec, status: Mapping[str, Any], update: Mapping[str, Any], phase_changed: bool
+) -> dict[str, Any]:
+    """gpuHours and cost, brought forward on every phase change and every USAGE_REFRESH_S of running
+    (not on every tick: status is not rewritten twice a second for a counter)."""
+    start = parse_time(update.get("startTime") or status.get("startTime"))
+    if start is None:
+        return {}
+    gpus = 0 if spec.cpu_job else spec.parallelism * spec.nproc_per_node
+    end = parse_time(update.get("completionTime")) or datetime.now(UTC)
+    usage = job_usage(gpus, start, end, status.get("pricePerGpuHour"))
+    recorded = float(status.get("gpuHours") or 0.0)
+    stale = gpus and (usage["gpuHours"] or 0.0) - recorded >= gpus * USAGE_REFRESH_S / 3600
+    return usage if phase_changed or stale or "gpuHours" not in status else {}
 
 
 async def _active_jobs(memo: kopf.Memo, namespace: str, colony: str, except_job: str) -> int:
@@ -367,6 +392,7 @@ async def delete_ddpjob(
     """Delete the job's objects in its cluster. While the cluster cannot be reached, retry with a
     delay and a warning Event, DELETE_RETRIES times; then give up on the remote objects (an Event
     says so) rather than keep the job stuck in deletion forever."""
+    metrics.forget_job(meta["namespace"], DDPJOB.kind, meta["name"])
     if not status.get("cluster"):
         return
     try:

@@ -55,6 +55,10 @@ class AwsProvider:
             machine["sshKeyName"] = aws.ssh_key_name
         if aws.ami is not None:
             machine["ami"] = {"id": aws.ami}
+        if aws.spot:
+            machine["spotMarketOptions"] = (
+                {"maxPrice": f"{aws.spot_max_price:g}"} if aws.spot_max_price is not None else {}
+            )
         annotations = None
         if hosted_control_plane:
             annotations = {MANAGED_BY_ANNOTATION: "k0smotron"}
