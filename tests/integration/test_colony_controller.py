@@ -85,7 +85,10 @@ def test_docker_colony_provisions_scales_prunes_and_deletes(
 
     eventually(addons_ready, 30)
     events = management.get_json("events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")
-    reasons = [e["reason"] for e in sorted(events["items"], key=lambda e: e["metadata"]["creationTimestamp"])]
+    # creationTimestamp has whole seconds; the resourceVersion orders writes within one second.
+    reasons = [
+        e["reason"] for e in sorted(events["items"], key=lambda e: int(e["metadata"]["resourceVersion"]))
+    ]
     phases = [r for r in reasons if r in ("ColonyPending", "ColonyProvisioning", "ColonyReady")]
     first_seen = list(dict.fromkeys(phases))  # concurrent handlers may post the same change twice
     assert first_seen == ["ColonyPending", "ColonyProvisioning", "ColonyReady"], reasons
