@@ -35,5 +35,6 @@ def run_operator(
             namespaces=list(namespaces),
             standalone=True,
             liveness_endpoint=liveness_endpoint,
+            memo=kopf.Memo(namespaces=list(namespaces)),
         )
     )

@@ -119,6 +119,7 @@ def _wait_until_serving(management: LocalCluster, process: ManagedProcess) -> No
         return status.get("phase") == "Queued"
 
     process.wait_until(handled, 120, "the probe GPR handled")
+    management.kubectl("delete", "namespace", name, "--wait=false")  # it would queue ahead of tests' GPRs
 
 
 def start_operator(

@@ -28,6 +28,13 @@ GPR: dict[str, Any] = {
     "spec": {"gpuShape": "A100", "numberOfGPUNodes": 1, "numberOfGPUs": 2},
 }
 
+GPUQUEUE: dict[str, Any] = {
+    "apiVersion": "infra.exalsius.ai/v1",
+    "kind": "GPUQueue",
+    "metadata": {"name": "admission-queue"},
+    "spec": {"namespaces": ["team-a"], "quotas": [{"gpuType": "A100", "nominal": 8}]},
+}
+
 
 def _mutate(base: dict[str, Any], change: Any) -> dict[str, Any]:
     document = copy.deepcopy(base)
@@ -119,6 +126,17 @@ INVALID = {
     "gpr-no-gpu-type": (GPR, _set("gpuShape", _DELETE), "name the GPU type"),
     "gpr-priority-out-of-range": (GPR, _set("priority", 500), "spec.priority"),
     "gpr-bad-duration": (GPR, _set("exitDuration", "forever"), "spec.exitDuration"),
+    "gpuqueue-negative-nominal": (
+        GPUQUEUE,
+        _set("quotas", [{"gpuType": "A100", "nominal": -1}]),
+        "spec.quotas[0].nominal",
+    ),
+    "gpuqueue-no-quotas": (GPUQUEUE, _set("quotas", []), "spec.quotas"),
+    "gpuqueue-duplicate-type": (
+        GPUQUEUE,
+        _set("quotas", [{"gpuType": "A100", "nominal": 1}, {"gpuType": "A100", "nominal": 2}]),
+        "Duplicate value",
+    ),
 }
 
 
@@ -133,8 +151,8 @@ def test_invalid_manifest_is_rejected_naming_the_field(
     assert expected in rejected.value.stderr, rejected.value.stderr
     # Nothing was stored.
     kind = document["kind"].lower()
-    listed = management.get_json(kind, "-n", namespace)
-    assert listed["items"] == []
+    listed = management.get_json(kind, "-n", namespace)["items"]
+    assert [i for i in listed if i["metadata"]["name"] == document["metadata"]["name"]] == []
 
 
 def test_extension_fields_are_accepted(management: LocalCluster, namespace: str) -> None:
@@ -164,7 +182,9 @@ def test_there_are_at_least_twelve_invalid_cases() -> None:
     assert len(INVALID) >= 12
 
 
-@pytest.mark.parametrize("base", [AWS_COLONY, DOCKER_COLONY, DDPJOB, GPR], ids=lambda d: d["kind"])
+@pytest.mark.parametrize("base", [AWS_COLONY, DOCKER_COLONY, DDPJOB, GPR, GPUQUEUE], ids=lambda d: d["kind"])
 def test_unmutated_bases_are_accepted(management: LocalCluster, namespace: str, base: dict[str, Any]) -> None:
     """The controls: the same documents without the mutation pass admission."""
     management.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(base))
+    if base["kind"] == "GPUQueue":  # cluster-scoped: no namespace takes it away
+        management.kubectl("delete", "gpuqueue", base["metadata"]["name"])

@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from colony.devenv.capi_harness import CapiHarness
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.kwok import EXIT_CODE_ANNOTATION, OUTCOME_ANNOTATION
 from colony.devenv.process import ManagedProcess
@@ -125,15 +126,41 @@ def test_job_that_does_not_fit_waits_with_a_reason_and_no_pods(
     assert colony_cluster.kubectl("get", "pods", "-n", namespace, "-o", "name", check=False).stdout == ""
 
 
-def test_gpu_types_without_target_is_rejected_clearly(
-    management: LocalCluster, namespace: str, operator_process: ManagedProcess
+def test_seed_job_with_gpu_types_provisions_runs_and_tears_down(
+    management: LocalCluster,
+    colony_cluster: LocalCluster,
+    capi: CapiHarness,
+    namespace: str,
+    operator_process: ManagedProcess,
 ) -> None:
-    job = _job(gpuTypes=["A100"])
+    job = _job(gpuTypes=["A100-80GB"])
     del job["spec"]["targetColony"]
     management.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(job))
-    eventually(lambda: _status(management, namespace).get("phase") == "Failed", 20)
-    conditions = {c["type"]: c for c in _status(management, namespace)["conditions"]}
-    assert conditions["Placed"]["reason"] == "AutoProvisioningUnavailable"
+    eventually(lambda: "waiting for GPU request" in (_status(management, namespace).get("message") or ""), 20)
+    request = management.get_json("gpr", "test-ddp-job-gpus", "-n", namespace)
+    assert request["spec"]["numberOfGPUNodes"] == 2 and request["spec"]["numberOfGPUs"] == 1
+
+    eventually(lambda: _status(management, namespace).get("phase") == "Running", 90)
+    status = _status(management, namespace)
+    colony = status["colony"]
+    assert colony.startswith("gpr-test-ddp-job-gpus") and status["gpuRequest"] == "test-ddp-job-gpus"
+    provisioned = management.get_json("colony", colony, "-n", namespace)
+    assert provisioned["spec"]["colonyClusters"][0]["aws"]["instanceType"] == "p4de.24xlarge"
+    pods = _pods(colony_cluster, namespace, 0)
+    assert {p["spec"]["nodeSelector"][status["reservationLabel"]] for p in pods} == {"1"}
+    assert len({p["spec"]["nodeName"] for p in pods}) == 2  # one reserved node per worker
+
+    for pod in pods:
+        _finish(colony_cluster, namespace, pod["metadata"]["name"], "Succeeded")
+    eventually(lambda: _status(management, namespace).get("phase") == "Succeeded", 30)
+
+    def torn_down() -> bool:
+        found = management.kubectl("get", "colony", colony, "-n", namespace, "-o", "json", check=False)
+        return found.returncode != 0 or '"deletionTimestamp"' in found.stdout
+
+    eventually(torn_down, 30)
+    gone = ("get", "gpr", "test-ddp-job-gpus", "-n", namespace)
+    eventually(lambda: management.kubectl(*gone, check=False).returncode != 0, 30)  # released and deleted
 
 
 def test_ephemeral_colony_is_torn_down_after_its_last_job(

@@ -4,7 +4,8 @@ from colony.api.base import ResourceDefinition
 from colony.api.colony import COLONY
 from colony.api.ddpjob import DDPJOB
 from colony.api.gpr import GPR
+from colony.api.gpuqueue import GPUQUEUE
 
-RESOURCES: tuple[ResourceDefinition, ...] = (COLONY, DDPJOB, GPR)
+RESOURCES: tuple[ResourceDefinition, ...] = (COLONY, DDPJOB, GPR, GPUQUEUE)
 
-__all__ = ["COLONY", "DDPJOB", "GPR", "RESOURCES", "ResourceDefinition"]
+__all__ = ["COLONY", "DDPJOB", "GPR", "GPUQUEUE", "RESOURCES", "ResourceDefinition"]

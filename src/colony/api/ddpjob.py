@@ -149,6 +149,13 @@ class DDPJobStatus(ResourceStatus):
     price_per_gpu_hour: float | None = Field(
         default=None, description="USD per GPU-hour of the colony when the job was placed (unknown: absent)."
     )
+    gpu_request: str | None = Field(
+        default=None,
+        description="GPUProvisioningRequest holding the job's GPUs (gpuTypes without targetColony).",
+    )
+    reservation_label: str | None = Field(
+        default=None, description="Node label of that request's reservation; the workers select it."
+    )
     gpu_hours: float | None = Field(default=None, description="GPUs held times hours, so far.")
     cost: float | None = Field(default=None, description="USD so far: gpuHours times pricePerGpuHour.")
 

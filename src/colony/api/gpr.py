@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import ConfigDict, Field
@@ -63,7 +64,9 @@ class GPRSpec(ApiModel):
         default=None, description="Only place on colonies whose labels match."
     )
     auto_provision: bool = Field(
-        default=True, description="Allow provisioning a new colony when no existing one has room."
+        default=False,
+        description="Allow provisioning a new (ephemeral, billed) colony for the cheapest offer when no "
+        "existing one has room; off by default, so nothing is bought without asking.",
     )
     max_price_per_hour: float | None = Field(
         default=None, ge=0, description="Upper bound on the price in USD per hour of a new colony."
@@ -73,15 +76,50 @@ class GPRSpec(ApiModel):
 GPRPhase = Literal["Queued", "Admitted", "Provisioning", "Ready", "Released", "Expired", "Evicted", "Failed"]
 
 
+class NodeAllocationStatus(ApiModel):
+    """GPUs reserved for the request on one node."""
+
+    cluster: str = Field(description="Colony cluster the node belongs to.")
+    node: str = Field(description="Node name.")
+    gpus: int = Field(description="GPUs reserved on it.")
+
+
 class GPRStatus(ResourceStatus):
     """Observed state of a GPU Provisioning Request."""
 
     phase: GPRPhase | None = Field(default=None, description="Where the request is in its lifecycle.")
+    message: str | None = Field(default=None, description="Why the request is in its phase.")
+    queue: str | None = Field(default=None, description="GPUQueue the request is charged to.")
     position_in_queue: int | None = Field(
         default=None, description="1-based position among waiting requests."
     )
+    estimated_wait_seconds: int | None = Field(
+        default=None, description="Estimated seconds until the request starts (declared durations ahead)."
+    )
+    estimated_start_time: datetime | None = Field(default=None, description="Estimated start time.")
     colony: str | None = Field(default=None, description="Colony the GPUs were allocated on.")
+    gpu_type: str | None = Field(default=None, description="GPU type allocated.")
     gpus_allocated: int | None = Field(default=None, description="GPUs allocated to the request.")
+    nodes: list[NodeAllocationStatus] = Field(default_factory=list, description="Reserved GPUs per node.")
+    reservation_label: str | None = Field(
+        default=None, description="Node label that reserves the GPUs; workloads select it in nodeSelector."
+    )
+    borrowed: bool | None = Field(
+        default=None, description="Whether it runs on quota borrowed from its cohort."
+    )
+    admitted_at: datetime | None = Field(default=None, description="When the GPUs were allocated.")
+    released_at: datetime | None = Field(default=None, description="When the GPUs were given back.")
+    provisioned_colony: str | None = Field(
+        default=None, description="Ephemeral colony created for this request (auto-provisioning)."
+    )
+    retry_count: int | None = Field(default=None, description="Requeues after eviction or failure.")
+    idle_since: datetime | None = Field(
+        default=None, description="Since when no pod has used the reserved GPUs (idle timeout)."
+    )
+    evicted_by: str | None = Field(default=None, description="Request that preempted this one last.")
+    price_per_gpu_hour: float | None = Field(default=None, description="USD per GPU-hour of the colony.")
+    gpu_hours: float | None = Field(default=None, description="GPUs held times hours, so far.")
+    cost: float | None = Field(default=None, description="USD so far: gpuHours times pricePerGpuHour.")
 
 
 GPR = ResourceDefinition(
@@ -101,7 +139,10 @@ GPR = ResourceDefinition(
         PrinterColumn("GPUs/Node", "integer", ".spec.numberOfGPUs", "GPUs per node requested."),
         PrinterColumn("Priority", "integer", ".spec.priority", "Priority of the request."),
         PrinterColumn("Phase", "string", ".status.phase", "Lifecycle phase."),
+        PrinterColumn("Position", "integer", ".status.positionInQueue", "Place in the queue."),
+        PrinterColumn("Wait(s)", "integer", ".status.estimatedWaitSeconds", "Estimated wait.", priority=1),
         PrinterColumn("Colony", "string", ".status.colony", "Colony the GPUs are on."),
+        PrinterColumn("Cost", "number", ".status.cost", "USD so far.", priority=1),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
     ),
 )

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from colony.cli.offers import offers
+from colony.cli.simulate import simulate
 
 app = typer.Typer(
     name="colony",
@@ -98,3 +99,4 @@ def dev(
 
 
 app.command("offers")(offers)
+app.command("simulate")(simulate)

@@ -3,6 +3,6 @@
 Importing this package registers every handler with kopf's default registry.
 """
 
-from colony.controllers import colony, ddpjob, gpr, settings
+from colony.controllers import colony, ddpjob, gpr, gpr_scheduler, settings
 
-__all__ = ["colony", "ddpjob", "gpr", "settings"]
+__all__ = ["colony", "ddpjob", "gpr", "gpr_scheduler", "settings"]

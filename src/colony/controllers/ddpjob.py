@@ -13,16 +13,14 @@ from typing import Any
 import kopf
 
 from colony import metrics
-from colony.api import COLONY, DDPJOB
+from colony.api import COLONY, DDPJOB, GPR
 from colony.api.base import SecretKeyReference
-from colony.api.colony import ColonySpec
 from colony.api.conditions import now_rfc3339, set_condition
 from colony.api.ddpjob import DDPJobSpec
 from colony.controllers.acceptance import accept_spec
+from colony.controllers.cluster_access import MANAGEMENT, cluster_client
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.resources import Kube
-from colony.render.colony import render_colony
-from colony.render.contract import ColonyRef
 from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, JobRef, render_ddpjob
 from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 from colony.scheduling.placement import choose_cluster
@@ -30,7 +28,6 @@ from colony.scheduling.teardown import expired, is_ephemeral, teardown_due
 from colony.status.cost import job_usage, parse_time, price_per_gpu_hour
 from colony.status.ddpjob import TERMINAL_PHASES, JobProgress, job_progress
 
-MANAGEMENT = "management"
 TRACK_INTERVAL_S = 0.5
 DELETE_RETRIES = 3
 DELETE_RETRY_DELAY_S = 2.0
@@ -42,25 +39,6 @@ Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
 class Unplaceable(kopf.TemporaryError):
     """The job cannot be placed yet; the message is the reason shown in status."""
-
-
-async def _cluster_client(memo: kopf.Memo, namespace: str, colony: str, cluster: str) -> Kube:
-    """The client of one cluster of a colony (through its kubeconfig Secret)."""
-    if not colony:
-        kube: Kube = memo.kube
-        return kube
-    body = await memo.kube.get(COLONY.api_version, COLONY.kind, colony, namespace)
-    if body is None:
-        raise ClusterAccessError(f"colony {colony} no longer exists")
-    spec = ColonySpec.model_validate(body["spec"])
-    rendered = render_colony(ColonyRef(colony, namespace, body["metadata"]["uid"]), spec, {})
-    target = next((c for c in rendered.clusters if c.cluster_name == cluster), None)
-    if target is None:
-        raise ClusterAccessError(f"colony {colony} has no cluster {cluster}")
-    client: Kube = await memo.colony_clients.client(
-        namespace, target.kubeconfig_secret, target.kubeconfig_key
-    )
-    return client
 
 
 async def _used_gpus(kube: Kube) -> int:
@@ -91,7 +69,7 @@ async def _place(memo: kopf.Memo, namespace: str, spec: DDPJobSpec) -> tuple[str
     for cluster in clusters:
         if cluster.get("phase") == "Ready":
             try:
-                kube = await _cluster_client(memo, namespace, spec.target_colony, cluster["name"])
+                kube = await cluster_client(memo, namespace, spec.target_colony, cluster["name"])
                 used[cluster["name"]] = await _used_gpus(kube)
             except ClusterAccessError:
                 used[cluster["name"]] = 10**9
@@ -100,6 +78,62 @@ async def _place(memo: kopf.Memo, namespace: str, spec: DDPJobSpec) -> tuple[str
     if chosen is None:
         raise Unplaceable(f"colony {spec.target_colony}: {why}", delay=WAIT_S)
     return spec.target_colony, chosen, why, price_per_gpu_hour(colony.get("status") or {})
+
+
+def _gpu_request_name(job: str) -> str:
+    return f"{job}-gpus"
+
+
+async def _place_on_gpu_request(
+    memo: kopf.Memo, body: kopf.Body, spec: DDPJobSpec
+) -> tuple[str, str, str, float | None, dict[str, Any]]:
+    """gpuTypes without targetColony: the job asks the GPR scheduler for its GPUs (creating, when
+    needed, the cheapest colony for them) and runs on the reservation once it is Ready."""
+    meta = body["metadata"]
+    name = _gpu_request_name(meta["name"])
+    await memo.kube.apply(
+        {
+            "apiVersion": GPR.api_version,
+            "kind": GPR.kind,
+            "metadata": {
+                "name": name,
+                "namespace": meta["namespace"],
+                "labels": {JOB_LABEL: meta["name"], MANAGED_BY_LABEL: MANAGED_BY},
+                "ownerReferences": [
+                    {
+                        "apiVersion": DDPJOB.api_version,
+                        "kind": DDPJOB.kind,
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                    }
+                ],
+            },
+            "spec": {
+                "gpuShapes": list(spec.gpu_types),
+                "numberOfGPUNodes": spec.parallelism,
+                "numberOfGPUs": spec.nproc_per_node,
+                "autoProvision": True,
+            },
+        }
+    )
+    gpr = await memo.kube.get(GPR.api_version, GPR.kind, name, meta["namespace"]) or {}
+    status = gpr.get("status") or {}
+    if status.get("phase") != "Ready":
+        state = status.get("phase") or "new"
+        detail = f": {status['message']}" if status.get("message") else ""
+        raise Unplaceable(f"waiting for GPU request {name} ({state}){detail}", delay=WAIT_S)
+    colony = str(status["colony"]).split("/", 1)[1]
+    cluster = status["nodes"][0]["cluster"]
+    reservation = {"gpuRequest": name, "reservationLabel": status["reservationLabel"]}
+    return colony, cluster, f"GPUs reserved by {name}", status.get("pricePerGpuHour"), reservation
+
+
+def _on_reservation(spec: DDPJobSpec, status: Mapping[str, Any]) -> DDPJobSpec:
+    """The spec with the workers pinned to the GPR's reserved nodes (when the job has one)."""
+    label = status.get("reservationLabel")
+    if not label:
+        return spec
+    return spec.model_copy(update={"node_selector": {**spec.node_selector, label: str(spec.nproc_per_node)}})
 
 
 async def _wandb_secret(
@@ -177,24 +211,16 @@ async def start_ddpjob(
     if not isinstance(parsed, DDPJobSpec) or status.get("phase") in TERMINAL_PHASES:
         return
     patch.status["workersTotal"] = parsed.parallelism
-    if parsed.gpu_types and not parsed.target_colony:
-        patch.status["phase"] = "Failed"
-        patch.status["message"] = (
-            "gpuTypes without targetColony needs auto-provisioning, which is not available yet"
-        )
-        patch.status["conditions"] = set_condition(
-            patch.status["conditions"],
-            type_="Placed",
-            status="False",
-            reason="AutoProvisioningUnavailable",
-            message=patch.status["message"],
-            observed_generation=meta.get("generation"),
-        )
-        return
+    reservation: dict[str, Any] = {}
     try:
         wandb, wandb_value = await _wandb_secret(memo, body, parsed, patch)
-        colony, cluster, why, gpu_hour_price = await _place(memo, meta["namespace"], parsed)
-        target = await _cluster_client(memo, meta["namespace"], colony, cluster)
+        if parsed.gpu_types and not parsed.target_colony:
+            colony, cluster, why, gpu_hour_price, reservation = await _place_on_gpu_request(
+                memo, body, parsed
+            )
+        else:
+            colony, cluster, why, gpu_hour_price = await _place(memo, meta["namespace"], parsed)
+        target = await cluster_client(memo, meta["namespace"], colony, cluster)
     except (Unplaceable, ClusterAccessError) as waiting:
         patch.status["phase"] = "Pending"
         patch.status["message"] = str(waiting)
@@ -219,6 +245,7 @@ async def start_ddpjob(
             }
         )
     attempt = int(status.get("attempt") or 0)
+    parsed = _on_reservation(parsed, reservation)
     await _launch(target, JobRef(meta["name"], namespace, meta["uid"]), parsed, attempt, wandb)
     patch.status.update(
         {
@@ -229,6 +256,7 @@ async def start_ddpjob(
             "restarts": int(status.get("restarts") or 0),
             "message": f"placed on {cluster}: {why}",
             "pricePerGpuHour": gpu_hour_price,
+            **reservation,
             "conditions": set_condition(
                 patch.status["conditions"],
                 type_="Placed",
@@ -261,7 +289,7 @@ async def track_ddpjob(
         return
     if status.get("phase") in ("Pending", None) or not status.get("cluster"):
         return
-    target = await _cluster_client(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
+    target = await cluster_client(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
     job = JobRef(meta["name"], meta["namespace"], meta["uid"])
     wandb = parsed.wandb_api_key_secret_ref
     pods = await target.list("v1", "Pod", meta["namespace"], label_selector=f"{JOB_LABEL}={meta['name']}")
@@ -290,6 +318,7 @@ async def track_ddpjob(
     if usage:
         metrics.record_job_usage(meta["namespace"], DDPJOB.kind, meta["name"], usage)
     update |= usage
+    parsed = _on_reservation(parsed, status)
     if progress.relaunch:
         await _launch(target, job, parsed, progress.attempt, wandb)
     if progress.restart:
@@ -369,6 +398,8 @@ async def _after_finish(
                 body, reason="ColonyTornDown", message=f"ephemeral colony {colony_name} deletion requested"
             )
             logger.info("requested deletion of ephemeral colony %s", colony_name)
+    if status.get("gpuRequest"):
+        await memo.kube.delete(GPR.api_version, GPR.kind, status["gpuRequest"], meta["namespace"])
     if expired(finished, spec.ttl_seconds_after_finished, now):
         await memo.kube.delete(DDPJOB.api_version, DDPJOB.kind, meta["name"], meta["namespace"])
 
@@ -396,7 +427,7 @@ async def delete_ddpjob(
     if not status.get("cluster"):
         return
     try:
-        target = await _cluster_client(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
+        target = await cluster_client(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
         selector = f"{JOB_LABEL}={meta['name']}"
         for api_version, kind in (
             ("v1", "Pod"),

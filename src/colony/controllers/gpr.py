@@ -1,4 +1,8 @@
-"""GPUProvisioningRequest handlers (foundation stage: validate and queue; scheduling comes later)."""
+"""GPUProvisioningRequest handlers: validate, queue, wake the scheduler, release on deletion.
+
+Scheduling itself (admission, placement, preemption, provisioning, release) is the loop in
+colony.controllers.gpr_scheduler.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +13,30 @@ import kopf
 from colony.api import GPR
 from colony.api.gpr import GPRSpec
 from colony.controllers.acceptance import accept_spec
+from colony.controllers.gpr_scheduler import release_on_delete, wake_scheduler
 
 
 @kopf.on.resume(GPR.group, GPR.version, GPR.plural)
 @kopf.on.create(GPR.group, GPR.version, GPR.plural)
 @kopf.on.update(GPR.group, GPR.version, GPR.plural)
 def reconcile_gpr(
-    spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta, patch: kopf.Patch, logger: Any, **_: Any
+    spec: kopf.Spec,
+    status: kopf.Status,
+    meta: kopf.Meta,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+    logger: Any,
+    **_: Any,
 ) -> None:
     """Validate the spec and record observedGeneration, an Accepted condition and phase Queued."""
     parsed = accept_spec(GPRSpec, spec, status, meta.get("generation"), patch, logger)
     if isinstance(parsed, GPRSpec):
         patch.status["phase"] = status.get("phase") or "Queued"
         logger.info("gpr accepted: %d node(s) x %d GPU(s)", parsed.number_of_gpu_nodes, parsed.number_of_gpus)
+    wake_scheduler(memo)
+
+
+@kopf.on.delete(GPR.group, GPR.version, GPR.plural)
+async def delete_gpr(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """Free the request's reserved GPUs (and its ephemeral colony) before it goes."""
+    await release_on_delete(memo, body)

@@ -105,10 +105,17 @@ class Kube:
             return None
 
     async def list(
-        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> list[Object]:
         """Objects of a kind, each with apiVersion and kind set (empty when the kind is not served)."""
         query = [("labelSelector", label_selector)] if label_selector else []
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         try:
             result = await self._call(
                 "GET", await self._path(api_version, kind, None, namespace), query=query
@@ -153,3 +160,17 @@ class Kube:
         if resource_version is not None:
             body["metadata"] = {"resourceVersion": resource_version}
         return await self._call("PATCH", path, body=body, content_type="application/merge-patch+json")
+
+    async def patch_labels(
+        self, api_version: str, kind: str, name: str, namespace: str | None, labels: Mapping[str, str | None]
+    ) -> Object:
+        """Merge-patch labels (a None value removes the label)."""
+        path = await self._path(api_version, kind, name, namespace)
+        body = {"metadata": {"labels": dict(labels)}}
+        return await self._call("PATCH", path, body=body, content_type="application/merge-patch+json")
+
+    async def create(self, manifest: Mapping[str, Any]) -> Object:
+        """Create an object (POST; `metadata.generateName` works)."""
+        meta = manifest["metadata"]
+        path = await self._path(manifest["apiVersion"], manifest["kind"], None, meta.get("namespace"))
+        return await self._call("POST", path, body=dict(manifest))

@@ -1,0 +1,200 @@
+"""Benchmark: one scheduling pass (`colony.scheduling.queueing.core.schedule`) at scale.
+
+Snapshots of 1k/10k/50k pending requests x 50/200/1000 colonies (25 nodes of 8 GPUs per colony, three
+GPU types, a few prices per type, 5 cohorts x 6 queues with borrowing, half of the GPUs already held by
+running requests, some of them evictable). Pending requests: gangs of 1x1 up to 4x8 GPUs, one, two
+or any GPU type, priorities 0-3, 70 % with a declared duration, a few restricted to some colonies or
+auto-provisioned.
+
+Each pass is timed with time.perf_counter, best of 3. Baseline, measured the same way in the same run:
+sorting the pending requests by (-priority, submitted_s); the ratio says how many such sorts one pass
+costs.
+
+    .venv/bin/python bench/scheduler_scale.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Callable
+
+from colony.scheduling.offers.model import Offer
+from colony.scheduling.queueing.core import schedule
+from colony.scheduling.queueing.model import (
+    ANY_GPU_TYPE,
+    ColonyInfo,
+    Decisions,
+    GpuNode,
+    GpuRequest,
+    NodeAllocation,
+    Placement,
+    QueueQuota,
+    RunningRequest,
+    Snapshot,
+)
+
+TYPES = ("A100", "H100", "L40S")
+PRICES = {"A100": 1.8, "H100": 3.2, "L40S": 0.9}
+NODES_PER_COLONY = 25
+GPUS_PER_NODE = 8
+SHAPES = ((1, 1), (1, 2), (1, 4), (1, 8), (2, 8), (4, 8))
+NOW = 1_000_000.0
+
+
+def build(pending_count: int, colony_count: int, seed: int = 7) -> Snapshot:
+    """A deterministic snapshot of the given size."""
+    rng = random.Random(seed)
+    colonies = tuple(
+        ColonyInfo(f"c{i:04d}", PRICES[TYPES[i % 3]] * (1 + 0.05 * (i // 3 % 4)), order=i)
+        for i in range(colony_count)
+    )
+    nodes = tuple(
+        GpuNode(c.name, f"n{j:02d}", TYPES[i % 3], GPUS_PER_NODE)
+        for i, c in enumerate(colonies)
+        for j in range(NODES_PER_COLONY)
+    )
+    total = len(nodes) * GPUS_PER_NODE
+    queue_names = [f"q{c}{j}" for c in range(5) for j in range(6)]
+    queues = tuple(
+        QueueQuota(
+            name,
+            {ANY_GPU_TYPE: total // len(queue_names)}
+            if k % 2
+            else {t: total // len(queue_names) // 3 for t in TYPES},
+            cohort=f"cohort{k // 6}",
+            borrowing_limit={} if k % 3 else {ANY_GPU_TYPE: total // len(queue_names)},
+            weight=1.0 + k % 2,
+        )
+        for k, name in enumerate(queue_names)
+    )
+
+    free = {(n.colony, n.name): n.capacity for n in nodes}
+    by_colony: dict[str, list[GpuNode]] = {}
+    for n in nodes:
+        by_colony.setdefault(n.colony, []).append(n)
+    running: list[RunningRequest] = []
+    used = 0
+    while used < total // 2:
+        colony = colonies[rng.randrange(colony_count)]
+        count, per_node = rng.choice(SHAPES[:5])
+        fitting = [n for n in by_colony[colony.name] if free[(n.colony, n.name)] >= per_node]
+        if len(fitting) < count:
+            continue
+        chosen = rng.sample(fitting, count)
+        for n in chosen:
+            free[(n.colony, n.name)] -= per_node
+        used += count * per_node
+        request = GpuRequest(
+            f"run/{len(running)}",
+            rng.choice(queue_names),
+            rng.randrange(3),
+            NOW - rng.uniform(60, 36_000),
+            (chosen[0].gpu_type,),
+            count,
+            per_node,
+            duration_s=rng.uniform(600, 72_000) if rng.random() < 0.7 else None,
+            evictable=rng.random() < 0.15,
+        )
+        placement = Placement(
+            colony.name, chosen[0].gpu_type, tuple(NodeAllocation(n.name, per_node) for n in chosen)
+        )
+        running.append(RunningRequest(request, placement, request.submitted_s))
+
+    pending = []
+    for i in range(pending_count):
+        count, per_node = rng.choice(SHAPES)
+        kind = rng.random()
+        types = (
+            (rng.choice(TYPES),) if kind < 0.6 else tuple(sorted(rng.sample(TYPES, 2))) if kind < 0.8 else ()
+        )
+        pending.append(
+            GpuRequest(
+                f"pend/{i}",
+                rng.choice(queue_names) if rng.random() > 0.05 else "",
+                rng.randrange(4),
+                NOW - rng.uniform(0, 86_400),
+                types,
+                count,
+                per_node,
+                duration_s=rng.uniform(600, 36_000) if rng.random() < 0.7 else None,
+                evictable=rng.random() < 0.3,
+                auto_provision=rng.random() < 0.05,
+                colonies=frozenset(c.name for c in rng.sample(colonies, 3)) if rng.random() < 0.05 else None,
+            )
+        )
+    offers = tuple(
+        Offer("aws", region, None, f"{t.lower()}.{n}x", t, n, 12.0 * n, 100.0 * n, PRICES[t] * n * k, None)
+        for t in TYPES
+        for n in (1, 4, 8)
+        for region, k in (("us-east-1", 1.0), ("eu-west-1", 1.1))
+    )
+    return Snapshot(
+        now_s=NOW,
+        pending=tuple(pending),
+        running=tuple(running),
+        nodes=nodes,
+        colonies=colonies,
+        queues=queues,
+        offers=offers,
+        placement_policy="cheapest",
+        order="default",
+    )
+
+
+def best_of(runs: int, fn: Callable[[], object]) -> float:
+    """Best wall time of `runs` calls, in milliseconds."""
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best * 1000
+
+
+def main() -> None:
+    """Build, time, print the markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="only 1k pending x 50 colonies")
+    args = parser.parse_args()
+    cases = (
+        [(1_000, 50)] if args.quick else [(p, c) for p in (1_000, 10_000, 50_000) for c in (50, 200, 1_000)]
+    )
+    columns = (
+        "pending",
+        "colonies",
+        "nodes",
+        "running",
+        "admitted",
+        "preempted",
+        "provisioned",
+        "pass ms",
+        "sort ms",
+        "ratio",
+    )
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---:|" * len(columns))
+    for pending_count, colony_count in cases:
+        snapshot = build(pending_count, colony_count)
+        decisions: list[Decisions] = []
+
+        def one_pass(s: Snapshot = snapshot, out: list[Decisions] = decisions) -> None:
+            out.append(schedule(s))
+
+        def baseline(s: Snapshot = snapshot) -> None:
+            sorted(s.pending, key=lambda r: (-r.priority, r.submitted_s))
+
+        ms = best_of(3, one_pass)
+        base = best_of(3, baseline)
+        d = decisions[-1]
+        print(
+            f"| {pending_count:,} | {colony_count:,} | {len(snapshot.nodes):,} | {len(snapshot.running):,} "
+            f"| {len(d.admitted):,} | {len(d.preemptions):,} | {len(d.provisions):,} "
+            f"| {ms:.1f} | {base:.2f} | {ms / base:.0f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The GPUQueue resource: guaranteed GPUs for teams, lent within a cohort (Kueue's ClusterQueue)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from colony.api.base import ApiModel, PrinterColumn, ResourceDefinition, ResourceStatus
+
+GPU_TYPE_PATTERN = r"^(\*|[A-Za-z0-9][A-Za-z0-9_. -]*)$"
+
+
+class GPUQuota(ApiModel):
+    """Guaranteed GPUs of one type, and how many more the queue may borrow."""
+
+    gpu_type: str = Field(
+        pattern=GPU_TYPE_PATTERN, description='GPU type, e.g. H100 or A100-80GB; "*" counts every type.'
+    )
+    nominal: int = Field(ge=0, description="GPUs guaranteed to the queue.")
+    borrowing_limit: int | None = Field(
+        default=None,
+        ge=0,
+        description="Most GPUs the queue may use beyond nominal, from idle quota of its cohort; "
+        "absent: no limit but the cohort's idle quota.",
+    )
+
+
+class GPUQueueSpec(ApiModel):
+    """Desired state of a GPUQueue."""
+
+    namespaces: list[str] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Namespaces (tenants) whose GPU requests are charged to this queue.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    cohort: str | None = Field(
+        default=None, description="Queues of one cohort lend each other idle quota and reclaim it."
+    )
+    quotas: list[GPUQuota] = Field(
+        min_length=1,
+        max_length=32,
+        description="Guaranteed GPUs per type.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["gpuType"]},
+    )
+    fair_sharing_weight: float = Field(
+        default=1.0, gt=0, description="Share of idle capacity relative to other queues (weighted DRF)."
+    )
+
+
+class GPUQueueUsage(ApiModel):
+    """GPUs of one type the queue uses now."""
+
+    gpu_type: str = Field(description="GPU type.")
+    used: int = Field(description="GPUs held by the queue's admitted requests.")
+    borrowed: int = Field(default=0, description="Of those, GPUs beyond nominal (borrowed).")
+
+
+class GPUQueueStatus(ResourceStatus):
+    """Observed state of a GPUQueue."""
+
+    pending: int | None = Field(default=None, description="Requests waiting in the queue.")
+    admitted: int | None = Field(default=None, description="Requests holding GPUs.")
+    usage: list[GPUQueueUsage] = Field(default_factory=list, description="GPUs in use per type.")
+
+
+GPUQUEUE = ResourceDefinition(
+    group="infra.exalsius.ai",
+    version="v1",
+    kind="GPUQueue",
+    plural="gpuqueues",
+    singular="gpuqueue",
+    short_names=("gq",),
+    spec_model=GPUQueueSpec,
+    status_model=GPUQueueStatus,
+    scope="Cluster",
+    description="A GPUQueue gives the namespaces it lists guaranteed GPUs per type; idle quota is lent "
+    "to the other queues of its cohort and reclaimed by preemption when needed.",
+    printer_columns=(
+        PrinterColumn("Cohort", "string", ".spec.cohort", "Cohort that shares idle quota."),
+        PrinterColumn("Pending", "integer", ".status.pending", "Requests waiting."),
+        PrinterColumn("Admitted", "integer", ".status.admitted", "Requests holding GPUs."),
+        PrinterColumn("Weight", "number", ".spec.fairSharingWeight", "Fair-sharing weight.", priority=1),
+        PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation."),
+    ),
+)

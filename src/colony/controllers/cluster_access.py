@@ -1,0 +1,34 @@
+"""Clients of the clusters a colony is made of (through their kubeconfig Secrets)."""
+
+from __future__ import annotations
+
+import kopf
+
+from colony.api import COLONY
+from colony.api.colony import ColonySpec
+from colony.kube.colony_clusters import ClusterAccessError
+from colony.kube.resources import Kube
+from colony.render.colony import render_colony
+from colony.render.contract import ColonyRef
+
+MANAGEMENT = "management"
+"""The cluster name of workloads that run on the management cluster itself (no colony)."""
+
+
+async def cluster_client(memo: kopf.Memo, namespace: str, colony: str, cluster: str) -> Kube:
+    """The client of one cluster of a colony (through its kubeconfig Secret)."""
+    if not colony:
+        kube: Kube = memo.kube
+        return kube
+    body = await memo.kube.get(COLONY.api_version, COLONY.kind, colony, namespace)
+    if body is None:
+        raise ClusterAccessError(f"colony {colony} no longer exists")
+    spec = ColonySpec.model_validate(body["spec"])
+    rendered = render_colony(ColonyRef(colony, namespace, body["metadata"]["uid"]), spec, {})
+    target = next((c for c in rendered.clusters if c.cluster_name == cluster), None)
+    if target is None:
+        raise ClusterAccessError(f"colony {colony} has no cluster {cluster}")
+    client: Kube = await memo.colony_clients.client(
+        namespace, target.kubeconfig_secret, target.kubeconfig_key
+    )
+    return client

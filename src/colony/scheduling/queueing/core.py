@@ -1,0 +1,507 @@
+"""One scheduling pass: `schedule(snapshot) -> Decisions`, pure and deterministic.
+
+All pending requests are decided in one batch pass (Kueue admits one head per queue per cycle; users
+measured 64-minute waits). The rules:
+
+1. Free capacity = node capacity - the allocations of running requests. Quota usage per queue and
+   quota key comes from running requests (charged to their placement's GPU type; quota.py says which
+   keys a type is charged to: the type, ANY_GPU_TYPE "*", or the type with nominal 0 when the queue
+   has neither). A request with queue "" has no quota; one whose queue does not exist waits, naming it.
+2. Order (snapshot.order). "fifo": submitted_s, then key. "priority": priority desc, submitted_s, key.
+   In both the first request that cannot start blocks all behind it, whatever their queue (no
+   backfill, no preemption). "default": priority desc; at equal priority the queue with the lowest
+   weighted dominant share goes first (max over its quota keys of usage / nominal, divided by its
+   weight; counting its head request as Kueue does, so an owner within its nominal goes before a
+   borrower; recomputed as the pass admits, from a heap refreshed lazily), FIFO within a queue, and
+   between queues of equal share the earlier-submitted head; backfill and preemption as below.
+3. Quota: a request fits its queue if, for each of its keys, usage + gpus <= nominal, or beyond
+   nominal when the cohort's unused nominal (net of what other queues already borrow) covers it and
+   the excess stays within borrowing_limit (missing: unlimited). Never beyond these limits: a queue
+   whose lent quota is in use gets it back by preemption (reclaim). An admit that borrows has
+   borrowed=True.
+4. Gang placement: all `nodes` members at once, on distinct nodes of one colony, one acceptable GPU
+   type, each node with >= gpus_per_node free, within request.colonies. The colony and type follow
+   snapshot.placement_policy; nodes within a colony: binpack (cheapest and ordered too) the least free
+   that fit, spread the most; ties by names (capacity.py).
+5. Backfill ("default"): a request blocked by capacity is placed in an event simulation per GPU type
+   (timeline.py) at its estimated start, and holds those GPUs there. A lower-ranked request may start
+   now only if it fits now and holding its GPUs until its declared end (forever without one) leaves
+   every earlier placement on that type its room at its start: it ends before, or the GPUs it takes
+   are not needed then. A waiting request whose start is unknown (no known releases) closes its GPU
+   types to everything ranked below it. Admits on a type with waiting requests have backfilled=True.
+   So a backfilled request never delays a higher-ranked request's estimated start.
+6. Preemption ("default"): for a request blocked by capacity or quota, on GPU types no higher-ranked
+   request waits for, victims are evictable running requests of lower priority, or of borrowing
+   queues of its cohort while its own queue stays within nominal (reclaim); lowest priority, then
+   most recently started, fewest victims (preemption.py); only when it then fits (placement and
+   quota). Victims keep their GPUs and quota in this pass; the preemptor reserves the rest of its
+   placement and is charged its quota, so nothing lower takes them; it is admitted in a later pass.
+   One Preempt per victim per pass.
+7. Auto-provisioning: a request with auto_provision that cannot start now for capacity (or never fits
+   the existing colonies), gets no preemption, and whose quota allows it, gets a Provision of the
+   cheapest offer (offers.solver) over its GPU types (all offered types if it accepts any) that its
+   quota allows, and is charged its quota now. No feasible offer: it waits with the solver's message.
+8. Estimates for every pending request not admitted: position = 1-based rank among the still-waiting
+   requests of its queue in the order the pass serves them; start_s from the simulation for capacity
+   waits (aggregate GPUs per type, see timeline.py), from the declared ends of running requests of
+   its queue and cohort for quota waits (capacity not considered), now for a preemptor (once its
+   victims are gone), None when provisioned or unknown. Only the first ESTIMATE_LIMIT waiting
+   requests in pass order are estimated; the rest get None and, in "default", close their GPU types
+   to the requests behind them.
+9. Deterministic: no clock, no hash- or dict-order dependence; shuffled inputs give equal Decisions.
+
+Interpretations: requests that can never start here (invalid shape, missing queue, a gang larger
+than any colony or than its quota can ever give) wait with that reason and block nobody, in every
+order; neither does a provisioned request (it gets a colony of its own). Pending keys should be
+unique; of duplicates, the first in serve order is kept.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Sequence
+
+from colony.scheduling.queueing.capacity import CapacityIndex
+from colony.scheduling.queueing.model import (
+    Admit,
+    Decisions,
+    Estimate,
+    GpuRequest,
+    Placement,
+    Preempt,
+    Provision,
+    Snapshot,
+)
+from colony.scheduling.queueing.ordering import fair_order, serve_key
+from colony.scheduling.queueing.preemption import Plan, Preemptor
+from colony.scheduling.queueing.provisioning import Provisioner
+from colony.scheduling.queueing.quota import QuotaBook, QuotaForecast
+from colony.scheduling.queueing.timeline import Timeline
+
+ESTIMATE_LIMIT = 2000
+"""Waiting requests whose start a pass estimates (in pass order); the rest get start_s=None."""
+
+
+def schedule(snapshot: Snapshot) -> Decisions:
+    """Decide one scheduling pass over `snapshot` (see the module docstring for the rules)."""
+    # a pass allocates many short-lived objects next to a large snapshot: the cyclic collector would
+    # rescan the snapshot repeatedly (about a fifth of the pass); nothing here makes cycles
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _Pass(snapshot).run()
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _types_label(r: GpuRequest) -> str:
+    return "/".join(r.gpu_types) if r.gpu_types else "any"
+
+
+def _shape(r: GpuRequest) -> str:
+    return f"{r.nodes} node{'s' if r.nodes != 1 else ''} x {r.gpus_per_node} {_types_label(r)} GPUs"
+
+
+class _Pass:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.now = snapshot.now_s
+        self.order = snapshot.order
+        ranked = sorted(snapshot.pending, key=serve_key(self.order))
+        keys = {r.key for r in ranked}
+        if len(keys) < len(ranked):  # keys should be unique; keep the first of each in serve order
+            first: dict[str, GpuRequest] = {}
+            for r in ranked:
+                first.setdefault(r.key, r)
+            ranked = [r for r in ranked if first[r.key] is r]
+        self.ranked = ranked
+        self.cap = CapacityIndex(
+            snapshot.nodes, snapshot.colonies, snapshot.running, snapshot.placement_policy
+        )
+        self.book = QuotaBook(snapshot.queues, snapshot.running)
+        self.preemptor = Preemptor(snapshot.running, self.cap, self.book)
+        self.provisioner = Provisioner(snapshot.offers)
+        releases: dict[str, list[tuple[float, str, int]]] = {t: [] for t in self.cap.types}
+        for run in snapshot.running:
+            if run.request.duration_s is None:
+                continue
+            end = run.started_s + run.request.duration_s
+            for a in run.placement.nodes:
+                t = self.cap.node_type.get((run.placement.colony, a.node))
+                if t is not None:
+                    releases[t].append((end, run.request.key, a.gpus))
+        self.timelines = {t: Timeline(self.now, self.cap.total_free[t], releases[t]) for t in self.cap.types}
+        self.budget = ESTIMATE_LIMIT
+        self.admitted: list[Admit] = []
+        self.provisions: list[Provision] = []
+        self.preemptions: list[Preempt] = []
+        self.reasons: dict[str, str] = {}
+        self.starts: dict[str, float | None] = {}
+        self.quota_waits: list[tuple[GpuRequest, Sequence[str]]] = []
+        self._frozen = False
+        """Whether some GPU type is closed (Timeline.frozen_by) by now."""
+        self.holds: list[tuple[float, str, str, int]] = []
+        """(end, queue, GPU type, GPUs) charged in this pass with a declared end, for quota forecasts."""
+        self._types_memo: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._static: dict[tuple[object, ...], tuple[tuple[str, ...], str]] = {}
+
+    # -- the pass ---------------------------------------------------------------------------------
+
+    def run(self) -> Decisions:
+        if self.order == "default":
+            for r in fair_order(self.ranked, self.book, self.cap.types):
+                self._serve_default(r)
+            self._forecast_quota()
+        else:
+            self._serve_strict()
+        admitted = {a.key for a in self.admitted}
+        estimates: dict[str, Estimate] = {}
+        position: dict[str, int] = {}  # per queue, in the order the pass served them
+        for r in self.ranked:
+            if r.key not in admitted:
+                position[r.queue] = n = position.get(r.queue, 0) + 1
+                estimates[r.key] = Estimate(n, self.starts.get(r.key), self.reasons.get(r.key, "waiting"))
+        return Decisions(tuple(self.admitted), tuple(self.provisions), tuple(self.preemptions), estimates)
+
+    def _wait(self, r: GpuRequest, reason: str, start: float | None = None) -> None:
+        self.reasons[r.key] = reason
+        self.starts[r.key] = start
+
+    def _types(self, r: GpuRequest) -> tuple[str, ...]:
+        """The acceptable GPU types that some node has, sorted."""
+        found = self._types_memo.get(r.gpu_types)
+        if found is None:
+            found = tuple(sorted(set(r.gpu_types) & set(self.cap.types))) if r.gpu_types else self.cap.types
+            self._types_memo[r.gpu_types] = found
+        return found
+
+    def _admissible(self, r: GpuRequest, may_provision: bool) -> tuple[str, ...] | None:
+        """The GPU types r could ever run on here; None after recording why it never can (it then
+        blocks nobody; with auto_provision it is provisioned instead when `may_provision`, else the
+        empty tuple says it waits to be)."""
+        shape = (r.queue, r.gpu_types, r.colonies, r.nodes, r.gpus_per_node)
+        found = self._static.get(shape)
+        if found is None:
+            found = self._static[shape] = self._classify(r)
+        types, why = found
+        if types:
+            return types
+        if why or not r.auto_provision:
+            self._wait(r, why or f"capacity: no colony can ever hold {_shape(r)}{self._where(r)}")
+            return None
+        if may_provision:
+            self._provision(r, "")
+            return None
+        return ()
+
+    def _classify(self, r: GpuRequest) -> tuple[tuple[str, ...], str]:
+        """(the GPU types r could ever run on, "") or ((), why never); ((), "") = no colony ever fits."""
+        if r.nodes < 1 or r.gpus_per_node < 1:
+            return (
+                (),
+                f"invalid request: nodes ({r.nodes}) and gpus_per_node ({r.gpus_per_node}) must be >= 1",
+            )
+        if r.queue and not self.book.known(r.queue):
+            return (), f"queue {r.queue!r} does not exist"
+        types = [t for t in self._types(r) if self.cap.fits_ever((t,), r.nodes, r.gpus_per_node, r.colonies)]
+        if not types:
+            return (), ""
+        never = ""
+        fitting = []
+        for t in types:
+            why = self.book.never_fits(r.queue, t, r.gpus) if r.queue else None
+            if why is None:
+                fitting.append(t)
+            else:
+                never = never or why
+        return tuple(fitting), never
+
+    @staticmethod
+    def _where(r: GpuRequest) -> str:
+        return " on its colonies" if r.colonies is not None else ""
+
+    def _admit(self, r: GpuRequest, placement: Placement, borrowed: bool, backfilled: bool) -> None:
+        t = placement.gpu_type
+        self.cap.apply(placement)
+        self.book.charge(r.queue, t, r.gpus)
+        end = None if r.duration_s is None else self.now + r.duration_s
+        self.timelines[t].hold(r.key, r.gpus, end)
+        if end is not None:
+            self.holds.append((end, r.queue, t, r.gpus))
+        self.admitted.append(Admit(r.key, placement, borrowed=borrowed, backfilled=backfilled))
+
+    def _provision(self, r: GpuRequest, waiting_reason: str) -> bool:
+        """Provision the cheapest offer for r if its quota allows one; else record why not."""
+        types = r.gpu_types or self.provisioner.types
+        allowed = [t for t in types if self.book.check(r.queue, t, r.gpus).ok]
+        if not allowed:
+            fit = self.book.check(r.queue, types[0], r.gpus) if types else None
+            self._wait(r, fit.reason if fit is not None else "no offer: the catalog has no GPU offers")
+            return False
+        found = self.provisioner.cheapest(allowed, r.gpus_per_node, r.nodes, r.max_price_per_hour)
+        if isinstance(found, str):
+            self._wait(r, found if not waiting_reason else f"{waiting_reason}; {found}")
+            return False
+        self.book.charge(r.queue, found.offer.accelerator, r.gpus)
+        if r.duration_s is not None:
+            self.holds.append((self.now + r.duration_s, r.queue, found.offer.accelerator, r.gpus))
+        self.provisions.append(Provision(r.key, found))
+        o = found.offer
+        self._wait(
+            r,
+            f"provisioning a colony: {found.nodes} x {o.instance_type} ({o.cloud} {o.region}), "
+            f"${found.price_per_hour:.2f}/h",
+        )
+        return True
+
+    # -- fifo and priority ------------------------------------------------------------------------
+
+    def _serve_strict(self) -> None:
+        head: tuple[GpuRequest, list[str], bool] | None = None
+        behind: list[tuple[GpuRequest, list[str]]] = []
+        for r in self.ranked:
+            if head is not None:
+                types = self._admissible(r, may_provision=False)
+                if types is not None:
+                    self._wait(
+                        r,
+                        f"waiting behind {head[0].key} ({self.order} order: the first request that cannot "
+                        "start blocks the ones behind it)",
+                    )
+                    if types:
+                        behind.append((r, list(types)))
+                continue
+            types = self._admissible(r, may_provision=True)
+            if types is None:
+                continue
+            ok: list[tuple[str, bool]] = []
+            reason = ""
+            for t in types:
+                fit = self.book.check(r.queue, t, r.gpus)
+                if fit.ok:
+                    ok.append((t, fit.borrowed))
+                else:
+                    reason = reason or fit.reason
+            if ok:
+                found = self.cap.place([t for t, _ in ok], r.nodes, r.gpus_per_node, r.colonies)
+                if found is not None:
+                    self._admit(r, found[1], dict(ok)[found[1].gpu_type], backfilled=False)
+                    continue
+                reason = self._capacity_reason(r)
+                if not r.auto_provision:
+                    self._wait(r, reason)
+                elif self._provision(r, reason):
+                    continue
+            else:
+                self._wait(r, reason)
+            head = (r, [t for t, _ in ok] or list(types), not ok)
+        if head is not None:
+            self._estimate_strict(head, behind)
+
+    def _estimate_strict(
+        self, head: tuple[GpuRequest, list[str], bool], behind: list[tuple[GpuRequest, list[str]]]
+    ) -> None:
+        r0, types0, quota_blocked = head
+        floor: float | None = self.now
+        if quota_blocked:
+            forecast = self._forecast()
+            times = [
+                w for t in types0 if (w := forecast.earliest(r0.queue, t, r0.gpus, self.now)) is not None
+            ]
+            floor = min(times) if times else None
+        for i, (r, types) in enumerate([(r0, types0), *behind]):
+            if floor is None:
+                self.starts[r.key] = None
+                continue
+            if self.budget <= 0:
+                self._capped(r)
+                continue
+            self.budget -= 1
+            placed = self._simulate(r, types, floor)
+            if placed is None:
+                floor = None
+            else:
+                start, t = placed
+                floor = (
+                    start if start > self.now or i > 0 or quota_blocked else self.timelines[t].first_release()
+                )
+            self.starts[r.key] = floor
+
+    # -- default ----------------------------------------------------------------------------------
+
+    def _serve_default(self, r: GpuRequest) -> None:
+        types = self._admissible(r, may_provision=True)
+        if types is None:
+            return
+        timelines = self.timelines
+        if self._frozen and not r.auto_provision:
+            # every type closed by a higher-ranked request of unknown start: nothing else can help
+            # (no start, no preemption there); the common case late in a pass over a long queue
+            frozen = [timelines[t].frozen_by for t in types]
+            if all(frozen):
+                self._wait(r, f"waiting behind higher-ranked {frozen[0]} (its start is unknown)")
+                return
+        ok: list[str] = []
+        borrowing: set[str] = set()
+        quota_reason = ""
+        for t in types:
+            fit = self.book.check(r.queue, t, r.gpus)
+            if fit.ok:
+                ok.append(t)
+                if fit.borrowed:
+                    borrowing.add(t)
+            else:
+                quota_reason = quota_reason or fit.reason
+        if not ok:
+            self._blocked_by_quota(r, types, quota_reason)
+            return
+        end = None if r.duration_s is None else self.now + r.duration_s
+        open_types: list[str] = []
+        held_back = ""
+        for t in ok:
+            timeline = timelines[t]
+            if timeline.frozen_by is not None:
+                if self.cap.fits_somewhere(t, r.nodes, r.gpus_per_node):
+                    held_back = (
+                        held_back
+                        or f"waiting behind higher-ranked {timeline.frozen_by} (its start is unknown)"
+                    )
+                continue
+            blocker = timeline.blocker(r.gpus, end)
+            if blocker is not None:
+                if self.cap.fits_somewhere(t, r.nodes, r.gpus_per_node):
+                    held_back = held_back or f"waiting: starting now would delay higher-ranked {blocker}"
+                continue
+            open_types.append(t)
+        found = self.cap.place(open_types, r.nodes, r.gpus_per_node, r.colonies) if open_types else None
+        if found is not None:
+            placement = found[1]
+            t = placement.gpu_type
+            self._admit(r, placement, t in borrowing, backfilled=bool(timelines[t].starts))
+            return
+        reason = held_back or self._capacity_reason(r)
+        quiet = [t for t in ok if not timelines[t].starts and timelines[t].frozen_by is None]
+        if quiet and self.preemptor.any_candidates():
+            plan = self.preemptor.plan(r, quiet, set(ok))
+            if plan is not None:
+                self._preempt(r, plan)
+                return
+        if r.auto_provision and self._provision(r, reason):
+            return
+        self._wait_for_capacity(r, ok, self.reasons[r.key] if r.auto_provision else reason)
+
+    def _capacity_reason(self, r: GpuRequest) -> str:
+        where = " among its colonies" if r.colonies is not None else ""
+        return f"capacity: no colony{where} has room for {_shape(r)} now"
+
+    def _blocked_by_quota(self, r: GpuRequest, types: Sequence[str], reason: str) -> None:
+        quiet = [t for t in types if not self.timelines[t].starts and self.timelines[t].frozen_by is None]
+        if quiet and self.preemptor.any_candidates():
+            plan = self.preemptor.plan(r, quiet, set())
+            if plan is not None:
+                self._preempt(r, plan)
+                return
+        if self.budget <= 0:
+            self._wait(r, reason)
+            self._capped(r)
+            return
+        self.budget -= 1
+        self._wait(r, reason)
+        self.quota_waits.append((r, types))
+
+    def _preempt(self, r: GpuRequest, plan: Plan) -> None:
+        self.preemptor.commit(plan)
+        for v in plan.victims:
+            if v.request.priority < r.priority:
+                why = f"preempted for {r.key} (priority {r.priority} > {v.request.priority})"
+            else:
+                why = (
+                    f"reclaim: queue {v.request.queue!r} borrows quota that queue {r.queue!r} of its cohort "
+                    f"needs back for {r.key}"
+                )
+            self.preemptions.append(Preempt(v.request.key, r.key, why))
+        p = plan.placement
+        t = p.gpu_type
+        taken = 0
+        for node, gpus in plan.take():
+            self.cap.allocate(p.colony, node, gpus)
+            taken += gpus
+        self.book.charge(r.queue, t, r.gpus)
+        timeline = self.timelines[t]
+        for v in plan.victims:
+            if v.placement.gpu_type == t and v.request.duration_s is not None:
+                timeline.cancel(v.request.key, v.started_s + v.request.duration_s)
+        timeline.hold(r.key, taken, None)
+        if r.duration_s is not None:
+            timeline.add_release(self.now + r.duration_s, r.key, r.gpus)
+            self.holds.append((self.now + r.duration_s, r.queue, t, r.gpus))
+        names = ", ".join(v.request.key for v in plan.victims)
+        self._wait(r, f"waiting for preempted requests to stop: {names}", self.now)
+
+    def _wait_for_capacity(self, r: GpuRequest, types: Sequence[str], reason: str) -> None:
+        """Place a capacity-blocked request in the simulation; an unknown start closes its types."""
+        self._wait(r, reason)
+        open_types = [t for t in types if self.timelines[t].frozen_by is None]
+        if self.budget <= 0:
+            self._capped(r)
+            self._freeze(open_types, r.key)
+            return
+        self.budget -= 1
+        placed = self._simulate(r, open_types, self.now)
+        if placed is None:
+            self._freeze(open_types, r.key)
+            return
+        start, t = placed
+        self.starts[r.key] = start if start > self.now else self.timelines[t].first_release()
+
+    def _freeze(self, types: Sequence[str], key: str) -> None:
+        for t in types:
+            self.timelines[t].frozen_by = key
+            self._frozen = True
+
+    def _simulate(self, r: GpuRequest, types: Sequence[str], not_before: float) -> tuple[float, str] | None:
+        """Place r in the simulation at its earliest start over the types; None when none is known."""
+        best: tuple[float, str] | None = None
+        for t in types:
+            start = self.timelines[t].peek(r.gpus, not_before)
+            if start is not None and (best is None or (start, t) < best):
+                best = (start, t)
+        if best is not None:
+            self.timelines[best[1]].commit(r.key, r.gpus, best[0], r.duration_s)
+        return best
+
+    def _capped(self, r: GpuRequest) -> None:
+        self.starts[r.key] = None
+        self.reasons[r.key] = (
+            f"{self.reasons.get(r.key, 'waiting')}; start not estimated "
+            f"(only the first {ESTIMATE_LIMIT} waiting requests are)"
+        )
+
+    def _forecast(self) -> QuotaForecast:
+        releases = [
+            (
+                run.started_s + run.request.duration_s,
+                run.request.queue,
+                run.placement.gpu_type,
+                run.request.gpus,
+            )
+            for run in self.snapshot.running
+            if run.request.duration_s is not None
+        ]
+        return QuotaForecast(self.book, releases + self.holds)
+
+    def _forecast_quota(self) -> None:
+        if not self.quota_waits:
+            return
+        forecast = self._forecast()
+        memo: dict[tuple[str, tuple[str, ...], int], float | None] = {}
+        for r, types in self.quota_waits:
+            shape = (r.queue, tuple(types), r.gpus)
+            if shape not in memo:
+                times = [
+                    w for t in types if (w := forecast.earliest(r.queue, t, r.gpus, self.now)) is not None
+                ]
+                memo[shape] = min(times) if times else None
+            self.starts[r.key] = memo[shape]

@@ -1,0 +1,187 @@
+"""Inputs (Snapshot) and outputs (Decisions) of the scheduler core. Times are seconds on one clock
+(the snapshot's `now_s`: wall-clock epoch seconds in the operator, trace time in simulations)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from colony.scheduling.offers.model import Offer
+from colony.scheduling.offers.solver import RankedOffer
+
+PlacementPolicy = Literal["cheapest", "binpack", "spread", "ordered"]
+"""Which colony and nodes a request goes to among those where it fits:
+cheapest: lowest colony price per GPU-hour (unknown price last), then binpack;
+binpack: the nodes with the least free GPUs that still fit (keeps big holes for big gangs);
+spread: the nodes with the most free GPUs;
+ordered: fill-and-spill, colonies in their `order`, the first one with room."""
+
+QueueOrder = Literal["fifo", "priority", "default"]
+"""fifo: submission order only, the head blocks everything behind it (no backfill, no preemption);
+priority: strict priority then FIFO, the head blocks (no backfill, no preemption);
+default: strict priority, weighted DRF between queues at equal priority, FIFO within, backfill by
+declared durations, preemption of evictable lower-priority requests and reclaim of lent quota."""
+
+ANY_GPU_TYPE = "*"
+"""A quota key that counts GPUs of every type."""
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """One request for a gang of `nodes` x `gpus_per_node` GPUs, all at once or not at all."""
+
+    key: str
+    """Unique id, `namespace/name` for GPRs."""
+    queue: str
+    """Name of the QueueQuota it is charged to; "" = no quota applies (unlimited)."""
+    priority: int
+    submitted_s: float
+    gpu_types: tuple[str, ...]
+    """Acceptable canonical GPU types (see offers.gpu_names); empty = any type."""
+    nodes: int
+    gpus_per_node: int
+    duration_s: float | None = None
+    """Declared run time (exitDuration); None = unknown (never backfilled past a blocked request)."""
+    evictable: bool = False
+    auto_provision: bool = False
+    max_price_per_hour: float | None = None
+    colonies: frozenset[str] | None = None
+    """Colonies it may be placed on (colony selector resolved by the controller); None = any."""
+
+    @property
+    def gpus(self) -> int:
+        """Total GPUs of the gang."""
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class NodeAllocation:
+    """GPUs taken on one node."""
+
+    node: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a request runs: one colony, one GPU type, one allocation per gang member."""
+
+    colony: str
+    gpu_type: str
+    nodes: tuple[NodeAllocation, ...]
+
+
+@dataclass(frozen=True)
+class RunningRequest:
+    """A request that holds its placement since `started_s`."""
+
+    request: GpuRequest
+    placement: Placement
+    started_s: float
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    """A schedulable GPU node of a colony; free GPUs = capacity minus running allocations on it."""
+
+    colony: str
+    name: str
+    gpu_type: str
+    capacity: int
+
+
+@dataclass(frozen=True)
+class ColonyInfo:
+    """What placement needs to know about a colony besides its nodes."""
+
+    name: str
+    price_per_gpu_hour: float | None = None
+    order: int = 0
+    """Rank for the `ordered` (fill-and-spill) policy; lower fills first."""
+
+
+@dataclass(frozen=True)
+class QueueQuota:
+    """A queue with guaranteed GPUs (Kueue's ClusterQueue in miniature).
+
+    `nominal[gpu_type]` GPUs are guaranteed (ANY_GPU_TYPE counts all types). Unused nominal quota of
+    the queues in one `cohort` may be borrowed by the others, up to `borrowing_limit[gpu_type]`
+    beyond nominal (missing key: no limit); lent quota is reclaimed by preempting borrowers when its
+    owner needs it. Between queues at equal priority, the one with the lowest dominant share
+    (usage / nominal, divided by `weight`) goes first.
+    """
+
+    name: str
+    nominal: Mapping[str, int]
+    cohort: str | None = None
+    borrowing_limit: Mapping[str, int] = field(default_factory=dict)
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one scheduling pass looks at; never mutated."""
+
+    now_s: float
+    pending: tuple[GpuRequest, ...]
+    running: tuple[RunningRequest, ...] = ()
+    nodes: tuple[GpuNode, ...] = ()
+    colonies: tuple[ColonyInfo, ...] = ()
+    queues: tuple[QueueQuota, ...] = ()
+    offers: tuple[Offer, ...] = ()
+    placement_policy: PlacementPolicy = "cheapest"
+    order: QueueOrder = "default"
+
+
+@dataclass(frozen=True)
+class Admit:
+    """Start `key` now on `placement`."""
+
+    key: str
+    placement: Placement
+    borrowed: bool = False
+    """It uses quota lent by other queues of its cohort (it may be preempted to give it back)."""
+    backfilled: bool = False
+    """It started ahead of a blocked higher-ranked request (which it does not delay)."""
+
+
+@dataclass(frozen=True)
+class Provision:
+    """No colony has room for `key`: create a colony for `offer` (the cheapest that fits)."""
+
+    key: str
+    offer: RankedOffer
+
+
+@dataclass(frozen=True)
+class Preempt:
+    """Evict running `victim` so that `for_key` can start (in a later pass, once it is gone)."""
+
+    victim: str
+    for_key: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Where a pending request stands."""
+
+    position: int
+    """1-based rank among the pending requests of its queue, in the order the scheduler serves them."""
+    start_s: float | None
+    """Estimated start time (same clock as now_s), from running requests' declared remaining time and
+    the requests ahead; None when it cannot be estimated (e.g. unknown durations ahead)."""
+    reason: str
+    """Why it is still waiting (quota, capacity, priority, ...)."""
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """The outcome of one pass."""
+
+    admitted: tuple[Admit, ...] = ()
+    provisions: tuple[Provision, ...] = ()
+    preemptions: tuple[Preempt, ...] = ()
+    estimates: Mapping[str, Estimate] = field(default_factory=dict)
+    """For every pending request that was not admitted."""
