@@ -9,6 +9,7 @@ the GPU arithmetic of each scenario is exact.
 from __future__ import annotations
 
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +22,7 @@ from colony.devenv.environment import start_colony_cluster
 from colony.devenv.process import ManagedProcess
 from colony.devenv.tools import Tools
 from colony.scheduling.queueing.objects import reservation_label
-from tests.integration.conftest import eventually
+from tests.integration.conftest import eventually, session_metrics_port
 from tests.integration.test_colony_controller import _apply, _existing_colony, _kubeconfig_secret, _phase_is
 
 
@@ -110,6 +111,16 @@ def test_queue_wait_estimate_and_release_on_exit_duration(
     assert abs(estimate - actual) <= 0.2 * actual, (estimate, actual)
     expired = _status(management, namespace, "first")
     assert expired["phase"] == "Expired" and expired["releasedAt"]
+    assert expired["gpuHours"] == pytest.approx(8 * 12 / 3600, abs=0.01)  # 8 GPUs for exitDuration 12s
+    metrics = (
+        urllib.request.urlopen(f"http://127.0.0.1:{session_metrics_port()}/metrics", timeout=5)
+        .read()
+        .decode()
+    )
+    assert (
+        f'colony_job_gpu_hours{{job="first",kind="GPUProvisioningRequest",namespace="{namespace}"}}'
+        in metrics
+    )
     assert _reserved(gpr_cluster, namespace, "first") == {}
     row = management.kubectl("get", "gpr", "-n", namespace, "--no-headers").stdout
     assert "Expired" in row and "Ready" in row

@@ -10,6 +10,7 @@ from typing import Any
 
 import kopf
 
+from colony import metrics
 from colony.api import GPR
 from colony.api.gpr import GPRSpec
 from colony.controllers.acceptance import accept_spec
@@ -40,3 +41,4 @@ def reconcile_gpr(
 async def delete_gpr(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Free the request's reserved GPUs (and its ephemeral colony) before it goes."""
     await release_on_delete(memo, body)
+    metrics.forget_job(body["metadata"]["namespace"], GPR.kind, body["metadata"]["name"])

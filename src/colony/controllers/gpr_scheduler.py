@@ -29,6 +29,7 @@ from typing import Any, cast
 
 import kopf
 
+from colony import metrics
 from colony.api import COLONY, GPR, GPUQUEUE
 from colony.api.gpr import GPRSpec
 from colony.controllers.cluster_access import cluster_client
@@ -70,6 +71,7 @@ SHARED_COLONY_LABEL = "colony.exalsius.ai/shared"
 FOR_GPR_LABEL = "colony.exalsius.ai/for-gpr"
 REQUIRE_QUEUE = os.environ.get("COLONY_REQUIRE_QUEUE", "false").lower() == "true"
 CLUSTER_READ_TIMEOUT_S = 5.0
+USAGE_REFRESH_S = 60.0
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 ESTIMATE_TOLERANCE = 0.1
 """A wait estimate is rewritten when it moved by more than this fraction (or 5 s)."""
@@ -428,6 +430,8 @@ async def release(memo: kopf.Memo, world: World, gpr: Mapping[str, Any], phase: 
     """Give the GPR's GPUs back (labels off), record why, and tear down its colony if it was the
     last user of an ephemeral one."""
     await _label_nodes(world, gpr, add=False)
+    meta = gpr["metadata"]
+    metrics.record_job_usage(meta["namespace"], GPR.kind, meta["name"], _usage(gpr, world.now))
     await _patch(
         memo,
         gpr,
@@ -464,6 +468,17 @@ async def _teardown_if_unused(memo: kopf.Memo, world: World, gpr: Mapping[str, A
         await _event(memo, gpr, "ColonyTornDown", f"ephemeral colony {provisioned} deletion requested")
 
 
+async def _bring_usage_forward(memo: kopf.Memo, world: World, gpr: Mapping[str, Any]) -> None:
+    """gpuHours and cost of a request holding GPUs, written every USAGE_REFRESH_S, and exported."""
+    status = gpr.get("status") or {}
+    usage = _usage(gpr, world.now)
+    gpus = int(status.get("gpusAllocated") or 0)
+    meta = gpr["metadata"]
+    metrics.record_job_usage(meta["namespace"], GPR.kind, meta["name"], usage)
+    if gpus and usage["gpuHours"] - float(status.get("gpuHours") or 0.0) >= gpus * USAGE_REFRESH_S / 3600:
+        await _patch(memo, gpr, usage)
+
+
 async def _release_due(memo: kopf.Memo, world: World) -> bool:
     """Release what is due; True when something was released."""
     released = False
@@ -472,6 +487,7 @@ async def _release_due(memo: kopf.Memo, world: World) -> bool:
         if status.get("phase") not in RUNNING_PHASES or gpr["metadata"].get("deletionTimestamp"):
             continue
         spec = gpr["spec"]
+        await _bring_usage_forward(memo, world, gpr)
         admitted = timestamp(status.get("admittedAt")) or world.now
         limit = parse_duration(spec.get("exitDuration"))
         if limit is not None and world.now - admitted >= limit:
