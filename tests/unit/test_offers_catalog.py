@@ -21,7 +21,8 @@ from colony.scheduling.offers.catalog import (
 from colony.scheduling.offers.gpu_names import normalize_gpu
 from colony.scheduling.offers.model import Offer
 
-SHARED_CSV = Path("/work/shared/data/gpu-offers.csv")
+# shared/ lies beside the repository (as CI lays it out).
+SHARED_CSV = Path(__file__).resolve().parents[3] / "shared" / "data" / "gpu-offers.csv"
 HEADER = ",".join(COLUMNS)
 
 

@@ -80,6 +80,17 @@ async def _place(memo: kopf.Memo, namespace: str, spec: DDPJobSpec) -> tuple[str
     return spec.target_colony, chosen, why, price_per_gpu_hour(colony.get("status") or {})
 
 
+def _owned_by_job(meta: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """Metadata of an object the job owns in the management cluster (garbage-collected with it)."""
+    owner = {"apiVersion": DDPJOB.api_version, "kind": DDPJOB.kind, "name": meta["name"], "uid": meta["uid"]}
+    return {
+        "name": name,
+        "namespace": meta["namespace"],
+        "labels": {JOB_LABEL: meta["name"], MANAGED_BY_LABEL: MANAGED_BY},
+        "ownerReferences": [owner],
+    }
+
+
 def _gpu_request_name(job: str) -> str:
     return f"{job}-gpus"
 
@@ -95,19 +106,7 @@ async def _place_on_gpu_request(
         {
             "apiVersion": GPR.api_version,
             "kind": GPR.kind,
-            "metadata": {
-                "name": name,
-                "namespace": meta["namespace"],
-                "labels": {JOB_LABEL: meta["name"], MANAGED_BY_LABEL: MANAGED_BY},
-                "ownerReferences": [
-                    {
-                        "apiVersion": DDPJOB.api_version,
-                        "kind": DDPJOB.kind,
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                    }
-                ],
-            },
+            "metadata": _owned_by_job(meta, name),
             "spec": {
                 "gpuShapes": list(spec.gpu_types),
                 "numberOfGPUNodes": spec.parallelism,
@@ -151,19 +150,7 @@ async def _wandb_secret(
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": {
-                    "name": name,
-                    "namespace": meta["namespace"],
-                    "labels": {JOB_LABEL: meta["name"], MANAGED_BY_LABEL: MANAGED_BY},
-                    "ownerReferences": [
-                        {
-                            "apiVersion": DDPJOB.api_version,
-                            "kind": DDPJOB.kind,
-                            "name": meta["name"],
-                            "uid": meta["uid"],
-                        }
-                    ],
-                },
+                "metadata": _owned_by_job(meta, name),
                 "stringData": {"value": spec.wandb_api_key},
             }
         )

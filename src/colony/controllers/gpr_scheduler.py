@@ -103,6 +103,11 @@ class World:
     clusters: dict[tuple[str, str], ClusterView] = field(default_factory=dict)
     reads: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = field(default_factory=dict)
     """Nodes and pods by API server URL (one read per physical cluster per pass)."""
+    namespace_queues: dict[str, str] = field(default_factory=dict)
+    """namespace -> the GPUQueue listing it (computed once per pass from `queues`)."""
+
+    def __post_init__(self) -> None:
+        self.namespace_queues = queues_by_namespace(self.queues)
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -226,7 +231,7 @@ def _queue_name(world: World, namespace: str) -> str:
     """The GPUQueue charged for a namespace's requests. A namespace no GPUQueue lists gets a queue
     of its own without quota (positions and fair sharing are then per namespace), unless
     COLONY_REQUIRE_QUEUE=true, which makes its requests wait, naming the cause."""
-    listed = queues_by_namespace(world.queues).get(namespace)
+    listed = world.namespace_queues.get(namespace)
     if listed is not None:
         return listed
     return (

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
@@ -25,6 +24,7 @@ from colony.scheduling.queueing.model import (
     QueueQuota,
     RunningRequest,
 )
+from colony.status.cost import parse_time
 
 RESERVATION_PREFIX = "gpr.colony.exalsius.ai/"
 RUNNING_PHASES = ("Admitted", "Ready")
@@ -55,9 +55,8 @@ def reservation_label(key: str) -> str:
 
 def timestamp(value: Any) -> float | None:
     """Epoch seconds of an RFC 3339 timestamp, or None."""
-    if not value:
-        return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    moment = parse_time(value)
+    return moment.timestamp() if moment else None
 
 
 def gpu_request(gpr: Mapping[str, Any], queue: str, colonies: frozenset[str] | None) -> GpuRequest:
