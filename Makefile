@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help venv lock tools torch torch-lock crds lint test test-unit dev clean
+.PHONY: help venv lock tools torch torch-lock crds lint test test-unit test-compiled bench dev clean
 
 help:
 	@echo "make dev    - local management + colony cluster with fake GPU nodes, operator in the foreground"
@@ -13,6 +13,7 @@ help:
 	@echo "make tools  - build the pinned control-plane binaries and download upstream CRDs (cached)"
 	@echo "make torch  - the PyTorch venv for the real DDP run test (cached, about 3 GB download)"
 	@echo "make crds   - regenerate crds/*.yaml from the API models"
+	@echo "make bench  - benchmarks (scheduler core: pure Python and mypyc-compiled)"
 
 # requirements.lock pins the whole resolved dependency tree (regenerate with `make lock`): installs
 # are reproducible and pip does not spend minutes backtracking through botocore releases.
@@ -48,8 +49,18 @@ lint: venv
 test-unit: venv
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
-test: venv tools torch lint
+# the scheduler core ships compiled by mypyc (setup.py); its tests run once more against that build
+COMPILED_CORE_TESTS := tests/unit/test_compiled_core.py tests/unit/test_queueing_core.py \
+	tests/unit/test_queueing_properties.py tests/unit/test_queueing_objects.py tests/unit/test_simulate.py
+
+test-compiled: venv
+	COLONY_EXPECT_COMPILED=1 PYTHONPATH="$$(bash hack/build-compiled.sh)" $(BIN)/pytest -q $(COMPILED_CORE_TESTS)
+
+test: venv tools torch lint test-compiled
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+bench: venv
+	$(BIN)/python bench/scheduler_scale.py
 
 dev: venv tools
 	$(BIN)/colony dev

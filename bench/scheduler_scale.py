@@ -6,19 +6,25 @@ running requests, some of them evictable). Pending requests: gangs of 1x1 up to 
 or any GPU type, priorities 0-3, 70 % with a declared duration, a few restricted to some colonies or
 auto-provisioned.
 
-Each pass is timed with time.perf_counter, best of 3. Baseline, measured the same way in the same run:
-sorting the pending requests by (-priority, submitted_s); the ratio says how many such sorts one pass
-costs.
+Each pass is timed with time.perf_counter, best of 3, twice: with the pure-Python core of the venv
+and, in a subprocess, with the core compiled by mypyc (hack/build-compiled.sh, what the container
+image runs). Baseline, measured the same way in each process: sorting the pending requests by
+(-priority, submitted_s); the ratio says how many such sorts one compiled pass costs.
 
-    .venv/bin/python bench/scheduler_scale.py [--quick]
+    .venv/bin/python bench/scheduler_scale.py [--quick] [--pure-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from colony.scheduling.offers.model import Offer
 from colony.scheduling.queueing.core import schedule
@@ -153,28 +159,9 @@ def best_of(runs: int, fn: Callable[[], object]) -> float:
     return best * 1000
 
 
-def main() -> None:
-    """Build, time, print the markdown table."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="only 1k pending x 50 colonies")
-    args = parser.parse_args()
-    cases = (
-        [(1_000, 50)] if args.quick else [(p, c) for p in (1_000, 10_000, 50_000) for c in (50, 200, 1_000)]
-    )
-    columns = (
-        "pending",
-        "colonies",
-        "nodes",
-        "running",
-        "admitted",
-        "preempted",
-        "provisioned",
-        "pass ms",
-        "sort ms",
-        "ratio",
-    )
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---:|" * len(columns))
+def measure(cases: list[tuple[int, int]]) -> list[dict[str, float]]:
+    """Time one pass and the sort baseline for each (pending, colonies) case in this process."""
+    rows = []
     for pending_count, colony_count in cases:
         snapshot = build(pending_count, colony_count)
         decisions: list[Decisions] = []
@@ -186,14 +173,82 @@ def main() -> None:
             sorted(s.pending, key=lambda r: (-r.priority, r.submitted_s))
 
         ms = best_of(3, one_pass)
-        base = best_of(3, baseline)
         d = decisions[-1]
-        print(
-            f"| {pending_count:,} | {colony_count:,} | {len(snapshot.nodes):,} | {len(snapshot.running):,} "
-            f"| {len(d.admitted):,} | {len(d.preemptions):,} | {len(d.provisions):,} "
-            f"| {ms:.1f} | {base:.2f} | {ms / base:.0f} |",
-            flush=True,
+        rows.append(
+            {
+                "pending": pending_count,
+                "colonies": colony_count,
+                "nodes": len(snapshot.nodes),
+                "running": len(snapshot.running),
+                "admitted": len(d.admitted),
+                "preempted": len(d.preemptions),
+                "provisioned": len(d.provisions),
+                "pass_ms": ms,
+                "sort_ms": best_of(3, baseline),
+            }
         )
+    return rows
+
+
+def compiled_rows(quick: bool) -> list[dict[str, float]]:
+    """The same measurements with the mypyc-compiled core, in a subprocess."""
+    root = Path(__file__).resolve().parent.parent
+    built = subprocess.run(
+        ["bash", str(root / "hack/build-compiled.sh")], check=True, capture_output=True, text=True
+    )
+    tree = built.stdout.strip().splitlines()[-1]
+    env = {**os.environ, "PYTHONPATH": tree}
+    args = [sys.executable, __file__, "--rows-json", *(["--quick"] if quick else [])]
+    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
+    rows: list[dict[str, float]] = json.loads(out)
+    return rows
+
+
+def main() -> None:
+    """Build, time, print the markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="only 1k pending x 50 colonies")
+    parser.add_argument("--pure-only", action="store_true", help="skip the compiled core")
+    parser.add_argument("--rows-json", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    cases = (
+        [(1_000, 50)] if args.quick else [(p, c) for p in (1_000, 10_000, 50_000) for c in (50, 200, 1_000)]
+    )
+    if args.rows_json:
+        if not core_is_compiled():
+            raise SystemExit("--rows-json expects the compiled core first on PYTHONPATH")
+        print(json.dumps(measure(cases)))
+        return
+    compiled = [] if args.pure_only else compiled_rows(args.quick)
+    pure = measure(cases)
+    columns = ["pending", "colonies", "nodes", "running", "admitted", "preempted", "provisioned", "pure ms"]
+    if compiled:
+        columns += ["compiled ms", "speedup", "sort ms", "pass/sort"]
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---:|" * len(columns))
+    for i, row in enumerate(pure):
+        cells = [f"{int(row[k]):,}" for k in ("pending", "colonies", "nodes", "running")]
+        cells += [f"{int(row[k]):,}" for k in ("admitted", "preempted", "provisioned")]
+        cells.append(f"{row['pass_ms']:.1f}")
+        if compiled:
+            c = compiled[i]
+            if (c["admitted"], c["preempted"]) != (row["admitted"], row["preempted"]):
+                raise SystemExit(f"compiled and pure cores disagree on {row['pending']} x {row['colonies']}")
+            cells += [
+                f"{c['pass_ms']:.1f}",
+                f"{row['pass_ms'] / c['pass_ms']:.1f}x",
+                f"{c['sort_ms']:.2f}",
+                f"{c['pass_ms'] / c['sort_ms']:.0f}",
+            ]
+        print("| " + " | ".join(cells) + " |", flush=True)
+
+
+def core_is_compiled() -> bool:
+    """Whether the scheduler core imported here is the mypyc build (an extension module)."""
+    import colony.scheduling.queueing.core as core
+
+    return not str(core.__file__).endswith(".py")
 
 
 if __name__ == "__main__":

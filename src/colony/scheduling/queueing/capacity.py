@@ -36,6 +36,11 @@ PlaceKey = tuple[float | int | str | bool, ...]
 """How the placement policy ranks a candidate placement (lower is better), comparable across types."""
 
 
+def _pairwise_max(a: list[int], b: list[int]) -> list[int]:
+    """[max(x, y) for x, y in zip(a, b)], without a call per element."""
+    return [x if x >= y else y for x, y in zip(a, b, strict=True)]
+
+
 class Slot:
     """The nodes of one GPU type in one colony."""
 
@@ -76,7 +81,7 @@ class Pool:
             s.pool = self
             for g, k in enumerate(s.cnt):
                 self.hist[g][k] += 1
-            self.maxcount = list(map(max, self.maxcount, s.cnt))
+            self.maxcount = _pairwise_max(self.maxcount, s.cnt)
             if self.multi:
                 self.entries.extend((sf, s.colony, name) for sf, name in s.nodes if sf != 0)
         self.entries.sort()
@@ -142,16 +147,17 @@ class CapacityIndex:
         for (colony, t), slot in sorted(self.slots.items()):
             slot.nodes.sort()
             caps = [capacity[(colony, name)] for _, name in slot.nodes]
-            slot.cnt = self._at_least(abs(sf) for sf, _ in slot.nodes)
+            frees = [abs(sf) for sf, _ in slot.nodes]
+            slot.cnt = self._at_least(frees)
             slot.cap_cnt = self._at_least(caps)
-            self.total_free[t] += sum(abs(sf) for sf, _ in slot.nodes)
+            self.total_free[t] += sum(frees)
             self.max_cap[t] = max(self.max_cap[t], *caps)
-            self.static_max[t] = list(map(max, self.static_max[t], slot.cap_cnt))
+            self.static_max[t] = _pairwise_max(self.static_max[t], slot.cap_cnt)
             by_type[t].append(slot)
         self.pools: dict[str, list[Pool]] = {t: self._pools(by_type[t], info) for t in self.types}
         self._cursor: dict[tuple[str, int, int], int] = {}
 
-    def _at_least(self, values: Iterable[int]) -> list[int]:
+    def _at_least(self, values: list[int]) -> list[int]:
         """[how many values are >= g for g in range(width)]."""
         counts = [0] * self.width
         for v in values:

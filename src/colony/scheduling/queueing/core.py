@@ -72,7 +72,7 @@ from colony.scheduling.queueing.model import (
     Provision,
     Snapshot,
 )
-from colony.scheduling.queueing.ordering import fair_order, serve_key
+from colony.scheduling.queueing.ordering import fair_order, serve_order
 from colony.scheduling.queueing.preemption import Plan, Preemptor
 from colony.scheduling.queueing.provisioning import Provisioner
 from colony.scheduling.queueing.quota import QuotaBook, QuotaForecast
@@ -109,7 +109,7 @@ class _Pass:
         self.snapshot = snapshot
         self.now = snapshot.now_s
         self.order = snapshot.order
-        ranked = sorted(snapshot.pending, key=serve_key(self.order))
+        ranked = serve_order(snapshot.pending, self.order)
         keys = {r.key for r in ranked}
         if len(keys) < len(ranked):  # keys should be unique; keep the first of each in serve order
             first: dict[str, GpuRequest] = {}
@@ -146,6 +146,7 @@ class _Pass:
         """(end, queue, GPU type, GPUs) charged in this pass with a declared end, for quota forecasts."""
         self._types_memo: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._static: dict[tuple[object, ...], tuple[tuple[str, ...], str]] = {}
+        self._messages: dict[str | None, str] = {}
 
     # -- the pass ---------------------------------------------------------------------------------
 
@@ -159,10 +160,12 @@ class _Pass:
         admitted = {a.key for a in self.admitted}
         estimates: dict[str, Estimate] = {}
         position: dict[str, int] = {}  # per queue, in the order the pass served them
+        starts, reasons = self.starts, self.reasons
         for r in self.ranked:
-            if r.key not in admitted:
+            key = r.key
+            if key not in admitted:
                 position[r.queue] = n = position.get(r.queue, 0) + 1
-                estimates[r.key] = Estimate(n, self.starts.get(r.key), self.reasons.get(r.key, "waiting"))
+                estimates[key] = Estimate(n, starts.get(key), reasons.get(key, "waiting"))
         return Decisions(tuple(self.admitted), tuple(self.provisions), tuple(self.preemptions), estimates)
 
     def _wait(self, r: GpuRequest, reason: str, start: float | None = None) -> None:
@@ -341,7 +344,7 @@ class _Pass:
             # (no start, no preemption there); the common case late in a pass over a long queue
             frozen = [timelines[t].frozen_by for t in types]
             if all(frozen):
-                self._wait(r, f"waiting behind higher-ranked {frozen[0]} (its start is unknown)")
+                self._wait(r, self._behind_unknown(frozen[0]))
                 return
         ok: list[str] = []
         borrowing: set[str] = set()
@@ -364,10 +367,7 @@ class _Pass:
             timeline = timelines[t]
             if timeline.frozen_by is not None:
                 if self.cap.fits_somewhere(t, r.nodes, r.gpus_per_node):
-                    held_back = (
-                        held_back
-                        or f"waiting behind higher-ranked {timeline.frozen_by} (its start is unknown)"
-                    )
+                    held_back = held_back or self._behind_unknown(timeline.frozen_by)
                 continue
             blocker = timeline.blocker(r.gpus, end)
             if blocker is not None:
@@ -391,6 +391,13 @@ class _Pass:
         if r.auto_provision and self._provision(r, reason):
             return
         self._wait_for_capacity(r, ok, self.reasons[r.key] if r.auto_provision else reason)
+
+    def _behind_unknown(self, key: str | None) -> str:
+        """Why a request waits behind `key` (one string per key: thousands of requests may share it)."""
+        found = self._messages.get(key)
+        if found is None:
+            found = self._messages[key] = f"waiting behind higher-ranked {key} (its start is unknown)"
+        return found
 
     def _capacity_reason(self, r: GpuRequest) -> str:
         where = " among its colonies" if r.colonies is not None else ""

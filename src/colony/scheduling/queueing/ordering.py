@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
 
 from colony.scheduling.queueing.model import GpuRequest, QueueOrder
 from colony.scheduling.queueing.quota import QuotaBook
 
 
-def serve_key(order: QueueOrder) -> Callable[[GpuRequest], tuple[float, float, str] | tuple[float, str]]:
-    """How requests of one queue are ordered: fifo by submission; otherwise priority first."""
-    if order == "fifo":
-        return lambda r: (r.submitted_s, r.key)
-    return lambda r: (-r.priority, r.submitted_s, r.key)
+def serve_order(requests: Iterable[GpuRequest], order: QueueOrder) -> list[GpuRequest]:
+    """Requests in the order one queue serves them: fifo by (submitted_s, key); otherwise priority
+    first (highest), then (submitted_s, key)."""
+    # stable sorts on one plain key each: faster than one sort on tuples (a tenth of a 10k pass)
+    ranked = sorted(requests, key=attrgetter("key"))
+    ranked.sort(key=attrgetter("submitted_s"))
+    if order != "fifo":
+        ranked.sort(key=attrgetter("priority"), reverse=True)
+    return ranked
 
 
 def fair_order(
@@ -25,17 +30,20 @@ def fair_order(
     Counting the head (as Kueue's fair sharing does) puts a head that fits its queue's nominal quota
     before one that would borrow: after a reclaim, the owner goes before the borrower it evicted.
     A request that accepts any GPU type counts as one of `gpu_types`. `requests` must be sorted by
-    serve_key("default"). Shares are recomputed when a queue is charged (QuotaBook.version): a heap
+    serve_order(..., "default"). Shares are recomputed when a queue is charged (QuotaBook.version): a heap
     entry whose queue was charged since is refreshed when popped (lazy update).
     """
     versions = book.version
-    memo: dict[tuple[str, int, tuple[str, ...], int], float] = {}
+    last: dict[str, tuple[int, tuple[str, ...], int, float]] = {}
+    """Per queue, the share last computed: (queue version, head GPU types, head GPUs, share)."""
 
     def share(q: str, head: GpuRequest) -> float:
-        key = (q, versions.get(q, 0), head.gpu_types, head.gpus)
-        found = memo.get(key)
-        if found is None:
-            found = memo[key] = book.share(q, head.gpu_types or gpu_types, head.gpus)
+        version = versions.get(q, 0)
+        seen = last.get(q)
+        if seen is not None and seen[0] == version and seen[2] == head.gpus and seen[1] == head.gpu_types:
+            return seen[3]
+        found = book.share(q, head.gpu_types or gpu_types, head.gpus)
+        last[q] = (version, head.gpu_types, head.gpus, found)
         return found
 
     i = 0

@@ -17,22 +17,24 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from itertools import accumulate
 
-from colony.scheduling.queueing.model import ANY_GPU_TYPE, QueueQuota, RunningRequest
+from colony.scheduling.queueing.model import ANY_GPU_TYPE, QueueQuota, RunningRequest, Value
 
 
-@dataclass(frozen=True)
-class QuotaFit:
+class QuotaFit(Value):
     """The outcome of a quota check: ok (borrowing or not), or why not."""
 
-    ok: bool
-    borrowed: bool = False
-    reason: str = ""
+    FIELDS = ("ok", "borrowed", "reason")
+
+    def __init__(self, ok: bool, borrowed: bool = False, reason: str = "") -> None:
+        self.ok = ok
+        self.borrowed = borrowed
+        self.reason = reason
 
 
 FITS = QuotaFit(True)
+BORROWS = QuotaFit(True, borrowed=True)
 
 
 def key_label(key: str) -> str:
@@ -153,7 +155,7 @@ class QuotaBook:
                 else:
                     why = f"cohort {q.cohort!r} has {max(0, unused)} {key_label(k)} to lend, needs {gpus}"
                 return QuotaFit(False, reason=f"quota: queue {queue!r} uses {used} of {nominal}; {why}")
-        return QuotaFit(True, borrowed=borrowed)
+        return BORROWS if borrowed else FITS
 
     def never_fits(self, queue: str, gpu_type: str, gpus: int) -> str | None:
         """Why `gpus` GPUs of the type can never fit the queue's quota, even with nothing running."""

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Build the package with its scheduler core compiled by mypyc (setup.py, COLONY_COMPILE=1) and
+# unpack the wheel into a cache directory outside the repository:
+#
+#   ${COLONY_CACHE_DIR:-~/.cache/colony-operator}/compiled-<hash of the sources>/
+#
+# Putting that directory first on PYTHONPATH runs the compiled scheduler with the dependencies of
+# the project's venv (`make bench` and the compiled-core tests do this; the image installs the same
+# wheel). Reuses a build of identical sources; prints its directory on its last line.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+python="${PYTHON:-$root/.venv/bin/python}"
+cache="${COLONY_CACHE_DIR:-$HOME/.cache/colony-operator}"
+hash="$(cd "$root" && cat setup.py pyproject.toml $(git ls-files src | sort) | sha256sum | cut -c1-16)"
+out="$cache/compiled-$hash"
+if [[ -f "$out/.complete" ]]; then
+  echo "$out"
+  exit 0
+fi
+log() { printf '[build-compiled] %s\n' "$*" >&2; }
+
+start=$SECONDS
+rm -rf "$out" "$out.wheel"
+log "compiling the scheduler core with mypyc into $out"
+COLONY_COMPILE=1 "$python" -m pip wheel --quiet --disable-pip-version-check --no-deps \
+  --wheel-dir "$out.wheel" "$root" >&2
+"$python" -m zipfile -e "$out.wheel"/colony_operator-*.whl "$out"
+# the venv has the project installed already: its metadata here would be a second copy
+rm -rf "$out.wheel" "$out"/*.dist-info
+# older builds of other sources are of no further use
+find "$cache" -maxdepth 1 -name 'compiled-*' ! -name "compiled-$hash" -exec rm -rf {} +
+touch "$out/.complete"
+log "done in $((SECONDS - start)) s"
+echo "$out"

@@ -1,0 +1,21 @@
+"""Build hook: with COLONY_COMPILE=1 the scheduler core is compiled to C by mypyc (the container image
+and `make bench` do this); a plain install, editable ones included, stays pure Python."""
+
+import os
+from pathlib import Path
+
+from setuptools import setup
+
+COMPILED = sorted(
+    str(p)
+    for p in Path("src/colony/scheduling/queueing").glob("*.py")
+    if p.name not in {"__init__.py", "objects.py"}  # objects.py converts Kubernetes objects: not hot
+)
+
+ext_modules = []
+if os.environ.get("COLONY_COMPILE") == "1":
+    from mypyc.build import mypycify
+
+    ext_modules = mypycify(COMPILED, opt_level="3")
+
+setup(ext_modules=ext_modules)
