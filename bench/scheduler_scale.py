@@ -6,7 +6,7 @@ running requests, some of them evictable). Pending requests: gangs of 1x1 up to 
 or any GPU type, priorities 0-3, 70 % with a declared duration, a few restricted to some colonies or
 auto-provisioned.
 
-Each pass is timed with time.perf_counter, best of 3, twice: with the pure-Python core of the venv
+Each pass is timed with time.perf_counter, best of 5, twice: with the pure-Python core of the venv
 and, in a subprocess, with the core compiled by mypyc (hack/build-compiled.sh, what the container
 image runs). Baseline, measured the same way in each process: sorting the pending requests by
 (-priority, submitted_s); the ratio says how many such sorts one compiled pass costs.
@@ -172,7 +172,7 @@ def measure(cases: list[tuple[int, int]]) -> list[dict[str, float]]:
         def baseline(s: Snapshot = snapshot) -> None:
             sorted(s.pending, key=lambda r: (-r.priority, r.submitted_s))
 
-        ms = best_of(3, one_pass)
+        ms = best_of(5, one_pass)
         d = decisions[-1]
         rows.append(
             {
@@ -184,7 +184,7 @@ def measure(cases: list[tuple[int, int]]) -> list[dict[str, float]]:
                 "preempted": len(d.preemptions),
                 "provisioned": len(d.provisions),
                 "pass_ms": ms,
-                "sort_ms": best_of(3, baseline),
+                "sort_ms": best_of(5, baseline),
             }
         )
     return rows

@@ -1,4 +1,5 @@
-"""End to end: `colony dev` (what `make dev` runs) serves a working environment; Ctrl-C stops all."""
+"""End to end: `colony dev` (what `make dev` runs) serves a working environment, runs the demo to its
+summary; Ctrl-C stops all."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 
 from colony.devenv.tools import Tools
-from tests.integration.conftest import EXAMPLES, eventually
+from tests.integration.conftest import eventually
 
 
 def _descendants(pid: int) -> set[int]:
@@ -55,29 +56,32 @@ def test_dev_environment_serves_and_stops_cleanly(tools: Tools, tmp_path: Path) 
             0.5,
         )
         assert dev.poll() is None, log.read_text()
-        text = log.read_text()
-        assert "export KUBECONFIG=" in text and "kubectl get colonies" in text
         management = tmp_path / "management.kubeconfig"
         colony = tmp_path / "dev-colony.kubeconfig"
-
         nodes = json.loads(_kubectl(tools, colony, "get", "nodes", "-o", "json"))["items"]
-        assert len(nodes) == 2
+        assert len(nodes) == 2  # 1 A100 node + 1 H100 node
         secret = json.loads(
             _kubectl(tools, management, "get", "secret", "dev-colony-kubeconfig", "-o", "json")
         )
         assert "value" in secret["data"]
 
-        _kubectl(tools, management, "apply", "-f", str(EXAMPLES / "colony-aws.yaml"))
-
-        def accepted() -> bool:
-            colony_obj = json.loads(_kubectl(tools, management, "get", "colony", "test-colony", "-o", "json"))
-            return colony_obj.get("status", {}).get("observedGeneration") == 1
-
-        eventually(accepted, 30)
-        # The demo colony (the seed's docker colony) becomes Ready with the colony cluster's GPUs.
-        eventually(lambda: "demo colony docker-colony-ray is Ready" in log.read_text(), 90, 0.5)
-        demo = json.loads(_kubectl(tools, management, "get", "colony", "docker-colony-ray", "-o", "json"))
-        assert demo["status"]["gpus"] == 16  # 1 A100 node + 1 H100 node, 8 GPUs each
+        # the scripted demo: colony Ready, seed job Succeeded, GPRs admitted in priority order
+        eventually(lambda: "demo summary" in log.read_text() or "demo failed" in log.read_text(), 240, 1)
+        text = log.read_text()
+        assert "demo summary" in text, text
+        assert "export KUBECONFIG=" in text and "kubectl get colonies" in text
+        colony_obj = json.loads(_kubectl(tools, management, "get", "colony", "test-colony", "-o", "json"))
+        assert colony_obj["status"]["phase"] == "Ready"
+        assert colony_obj["status"]["gpus"] == 16
+        job = json.loads(_kubectl(tools, management, "get", "ddpjob", "test-ddp-job", "-o", "json"))
+        assert job["status"]["phase"] == "Succeeded"
+        admitted = {
+            name: json.loads(_kubectl(tools, management, "get", "gpr", name, "-o", "json"))["status"][
+                "admittedAt"
+            ]
+            for name in ("demo-hold", "demo-high", "demo-low")
+        }
+        assert admitted["demo-hold"] < admitted["demo-high"] < admitted["demo-low"]
         children = _descendants(dev.pid)
         assert len(children) >= 7  # 2x etcd, 2x apiserver, 2x scheduler, 2x kwok, controller-manager
     finally:

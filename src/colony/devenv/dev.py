@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from pathlib import Path
 
-from colony.devenv.cluster import LocalCluster
+from colony.devenv.demo import COLONY_NAME as DEMO_COLONY
+from colony.devenv.demo import Demo
 from colony.devenv.environment import (
     DEFAULT_COLONY_NODES,
     running,
@@ -19,8 +21,6 @@ from colony.devenv.kwok import GPUNodeSpec
 from colony.devenv.tools import ensure_tools, repo_root
 
 DEV_COLONY = "dev-colony"
-DEMO_COLONY = repo_root() / "examples" / "colony-docker-ray.yaml"
-DEMO_COLONY_NAME = "docker-colony-ray"
 
 
 def _say(text: str) -> None:
@@ -59,23 +59,8 @@ def run_dev(gpu_nodes: int = 2, state_dir: Path | None = None) -> None:
             "--namespace=default",
             f"--from-file=value={colony_config}",
         )
-        kubectl = tools.kubectl
-        _say(f"ready in {time.monotonic() - started:.0f}s. In another shell:")
-        print(
-            f"""
-    export KUBECONFIG={mgmt_config}
-    alias kubectl={kubectl}            # the pinned kubectl
-    kubectl apply -f {repo_root() / "examples"}/
-    kubectl get colonies,ddpjobs,gprs
-    kubectl --kubeconfig={colony_config} get nodes -L nvidia.com/gpu.product
-
-  The colony cluster's kubeconfig is also in Secret default/{DEV_COLONY}-kubeconfig (key: value).
-  The operator runs below; Ctrl-C stops it and both clusters.
-""",
-            flush=True,
-        )
         # Cluster API cannot run without Docker: the harness plays it, every colony Cluster becomes
-        # the dev colony cluster.
+        # the dev colony cluster (for the examples a user applies; the demo's colony is `existing`).
         colony_kubeconfig = colony.kubeconfig()
         # The kubernetes package reads $KUBECONFIG once, when first imported (kopf's login uses
         # it): set the variable before the harness imports it.
@@ -83,8 +68,10 @@ def run_dev(gpu_nodes: int = 2, state_dir: Path | None = None) -> None:
         from colony.devenv.capi_harness import CapiHarness
 
         stack.enter_context(CapiHarness(str(mgmt_config), lambda _ns, _name: colony_kubeconfig))
-        management.kubectl("apply", "-n", "default", "-f", str(DEMO_COLONY))
-        threading.Thread(target=_show_when_ready, args=(management,), daemon=True).start()
+        _say(f"clusters ready in {time.monotonic() - started:.0f}s; starting the operator and the demo")
+        explore = _explore_hints(tools.kubectl, mgmt_config, colony_config)
+        demo = Demo(management, f"{DEV_COLONY}-kubeconfig", colony, _say, gpu_nodes=gpu_nodes)
+        threading.Thread(target=_run_demo, args=(demo, explore), daemon=True).start()
         from colony.operator import run_operator
 
         with contextlib.suppress(KeyboardInterrupt):
@@ -93,19 +80,33 @@ def run_dev(gpu_nodes: int = 2, state_dir: Path | None = None) -> None:
     _cleanup(state)
 
 
-def _show_when_ready(management: LocalCluster, timeout: float = 180) -> None:
-    """Print the demo colony once it is Ready (from a background thread)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = management.kubectl(
-            "get", "colony", DEMO_COLONY_NAME, "-n", "default", "-o", "jsonpath={.status.phase}", check=False
-        )
-        if result.stdout == "Ready":
-            table = management.kubectl("get", "colonies", "-n", "default", "-o", "wide").stdout
-            _say(f"demo colony {DEMO_COLONY_NAME} is Ready:\n{table}")
-            return
-        time.sleep(1)
-    _say(f"demo colony {DEMO_COLONY_NAME} is not Ready after {timeout:.0f}s; see `kubectl describe colony`")
+def _explore_hints(kubectl: Path, mgmt_config: Path, colony_config: Path) -> str:
+    cli = Path(sys.executable).parent / "colony"
+    return f"""
+  Explore, in another shell:
+    export KUBECONFIG={mgmt_config}
+    alias kubectl={kubectl}            # the pinned kubectl
+    kubectl get colonies,ddpjobs,gprs,gpuqueues
+    kubectl describe gpr demo-low       # status, events, why it waited
+    {cli} jobs list; {cli} gpr list; {cli} colonies kubeconfig {DEMO_COLONY}
+    kubectl --kubeconfig={colony_config} get nodes -L nvidia.com/gpu.product
+    kubectl apply -f {repo_root() / "examples" / "colony-docker-ray.yaml"}   # Cluster API is played locally
+
+  The operator runs below; Ctrl-C stops it and both clusters.
+"""
+
+
+def _run_demo(demo: Demo, explore: str) -> None:
+    """Run the scripted demo (from a background thread) and print its summary."""
+    try:
+        lines = demo.run()
+    except Exception as error:  # the demo must not take the environment down: say what failed
+        _say(f"demo failed: {error}")
+        print(explore, flush=True)
+        return
+    summary = "\n".join(f"    ✔ {line}" for line in lines)
+    _say(f"demo summary ({time.monotonic() - demo.started:.0f}s):\n{summary}")
+    print(explore, flush=True)
 
 
 def _cleanup(state: Path) -> None:
