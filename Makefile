@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help venv lock tools torch torch-lock crds lint test test-unit test-compiled bench dev clean
+.PHONY: help venv lock tools torch torch-lock crds lint test test-unit test-compiled bench bench-quick dev clean
 
 help:
 	@echo "make dev    - local management + colony cluster with fake GPU nodes, operator in the foreground"
@@ -13,7 +13,7 @@ help:
 	@echo "make tools  - build the pinned control-plane binaries and download upstream CRDs (cached)"
 	@echo "make torch  - the PyTorch venv for the real DDP run test (cached, about 3 GB download)"
 	@echo "make crds   - regenerate crds/*.yaml from the API models"
-	@echo "make bench  - benchmarks (scheduler core: pure Python and mypyc-compiled)"
+	@echo "make bench  - the benchmark suite at full size (bench-quick: minutes); ratios to baselines and peers"
 
 # requirements.lock pins the whole resolved dependency tree (regenerate with `make lock`): installs
 # are reproducible and pip does not spend minutes backtracking through botocore releases.
@@ -59,8 +59,13 @@ test-compiled: venv
 test: venv tools torch lint test-compiled
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-bench: venv
-	$(BIN)/python bench/scheduler_scale.py
+# Benchmarks against baselines and peers measured in the same run (bench/README.md); results in
+# bench/results/<date>.json. Peers (training-operator, Kueue) are built from Go modules, cached.
+bench: venv tools
+	$(BIN)/python -m bench --size full
+
+bench-quick: venv tools
+	$(BIN)/python -m bench --size quick
 
 dev: venv tools
 	$(BIN)/colony dev

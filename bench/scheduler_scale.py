@@ -11,7 +11,7 @@ and, in a subprocess, with the core compiled by mypyc (hack/build-compiled.sh, w
 image runs). Baseline, measured the same way in each process: sorting the pending requests by
 (-priority, submitted_s); the ratio says how many such sorts one compiled pass costs.
 
-    .venv/bin/python bench/scheduler_scale.py [--quick] [--pure-only]
+    .venv/bin/python -m bench.scheduler_scale [--size tiny|quick|full]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.report import Table
 from colony.scheduling.offers.model import Offer
 from colony.scheduling.queueing.core import schedule
 from colony.scheduling.queueing.model import (
@@ -190,58 +191,84 @@ def measure(cases: list[tuple[int, int]]) -> list[dict[str, float]]:
     return rows
 
 
-def compiled_rows(quick: bool) -> list[dict[str, float]]:
+SIZES: dict[str, list[tuple[int, int]]] = {
+    "tiny": [(1_000, 50)],
+    "quick": [(p, c) for p in (1_000, 10_000) for c in (50, 200)],
+    "full": [(p, c) for p in (1_000, 10_000, 50_000) for c in (50, 200, 1_000)],
+}
+COLUMNS = [
+    "pending", "colonies", "nodes", "running", "admitted", "preempted",
+    "pure ms", "compiled ms", "speedup", "sort ms", "pass/sort",
+]  # fmt: skip
+
+
+def compiled_rows(size: str) -> list[dict[str, float]]:
     """The same measurements with the mypyc-compiled core, in a subprocess."""
     root = Path(__file__).resolve().parent.parent
     built = subprocess.run(
         ["bash", str(root / "hack/build-compiled.sh")], check=True, capture_output=True, text=True
     )
     tree = built.stdout.strip().splitlines()[-1]
-    env = {**os.environ, "PYTHONPATH": tree}
-    args = [sys.executable, __file__, "--rows-json", *(["--quick"] if quick else [])]
-    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{root}"}
+    args = [sys.executable, "-m", "bench.scheduler_scale", "--rows-json", "--size", size]
+    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env, cwd=root).stdout
     rows: list[dict[str, float]] = json.loads(out)
     return rows
 
 
+def run(size: str) -> list[Table]:
+    """One table: per case, the pure and compiled pass times and the sort baseline."""
+    compiled = compiled_rows(size)
+    pure = measure(SIZES[size])
+    rows: list[dict[str, object]] = []
+    for p, c in zip(pure, compiled, strict=True):
+        if (c["admitted"], c["preempted"]) != (p["admitted"], p["preempted"]):
+            raise RuntimeError(f"compiled and pure cores disagree on {p['pending']} x {p['colonies']}")
+        rows.append(
+            {
+                **{
+                    k: int(p[k]) for k in ("pending", "colonies", "nodes", "running", "admitted", "preempted")
+                },
+                "pure ms": p["pass_ms"],
+                "compiled ms": c["pass_ms"],
+                "speedup": f"{p['pass_ms'] / c['pass_ms']:.1f}x",
+                "sort ms": c["sort_ms"],
+                "pass/sort": f"{c['pass_ms'] / c['sort_ms']:.0f}",
+            }
+        )
+    at_target = [r for r in rows if (r["pending"], r["colonies"]) == (10_000, 200)]
+    notes = [
+        "Best of 5 passes each. Baseline in the same process: one sort of the pending requests by "
+        "(-priority, submitted); pass/sort = compiled pass / that sort.",
+        "Cost grows roughly linearly with pending requests and with nodes (25 per colony).",
+    ]
+    if at_target:
+        ms = float(str(at_target[0]["compiled ms"]))
+        notes.append(
+            f"Target 10k pending x 200 colonies under 100 ms: {ms:.1f} ms, "
+            + ("met." if ms < 100 else "MISSED.")
+        )
+    return [
+        Table(
+            "scheduler", "Scheduler core: one decision pass", COLUMNS, rows, notes, {"pass_ms_10k_200": 100}
+        )
+    ]
+
+
 def main() -> None:
-    """Build, time, print the markdown table."""
+    """Print the table for --size (or, with --rows-json, this process's raw rows)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="only 1k pending x 50 colonies")
-    parser.add_argument("--pure-only", action="store_true", help="skip the compiled core")
+    parser.add_argument("--size", choices=list(SIZES), default="full")
     parser.add_argument("--rows-json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    cases = (
-        [(1_000, 50)] if args.quick else [(p, c) for p in (1_000, 10_000, 50_000) for c in (50, 200, 1_000)]
-    )
     if args.rows_json:
         if not core_is_compiled():
             raise SystemExit("--rows-json expects the compiled core first on PYTHONPATH")
-        print(json.dumps(measure(cases)))
+        print(json.dumps(measure(SIZES[args.size])))
         return
-    compiled = [] if args.pure_only else compiled_rows(args.quick)
-    pure = measure(cases)
-    columns = ["pending", "colonies", "nodes", "running", "admitted", "preempted", "provisioned", "pure ms"]
-    if compiled:
-        columns += ["compiled ms", "speedup", "sort ms", "pass/sort"]
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---:|" * len(columns))
-    for i, row in enumerate(pure):
-        cells = [f"{int(row[k]):,}" for k in ("pending", "colonies", "nodes", "running")]
-        cells += [f"{int(row[k]):,}" for k in ("admitted", "preempted", "provisioned")]
-        cells.append(f"{row['pass_ms']:.1f}")
-        if compiled:
-            c = compiled[i]
-            if (c["admitted"], c["preempted"]) != (row["admitted"], row["preempted"]):
-                raise SystemExit(f"compiled and pure cores disagree on {row['pending']} x {row['colonies']}")
-            cells += [
-                f"{c['pass_ms']:.1f}",
-                f"{row['pass_ms'] / c['pass_ms']:.1f}x",
-                f"{c['sort_ms']:.2f}",
-                f"{c['pass_ms'] / c['sort_ms']:.0f}",
-            ]
-        print("| " + " | ".join(cells) + " |", flush=True)
+    for table in run(args.size):
+        print(table.markdown())
 
 
 def core_is_compiled() -> bool:

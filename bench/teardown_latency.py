@@ -9,14 +9,13 @@ Baseline, measured the same way in the same run: a colony deleted directly with 
 latency is the time from issuing the delete call to the watch seeing the deletion. The ratio
 shows how much the operator adds on top of the API server's own watch latency.
 
-    .venv/bin/python bench/teardown_latency.py [--jobs 50] [--parallel 10]
+    .venv/bin/python -m bench.teardown_latency [--size tiny|quick|full]
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
 import statistics
 import sys
@@ -29,6 +28,7 @@ from typing import Any
 
 import kubernetes
 
+from bench.report import Table
 from colony.devenv.environment import start_colony_cluster, start_management_cluster
 from colony.devenv.kwok import OUTCOME_ANNOTATION
 from colony.devenv.process import ManagedProcess
@@ -100,13 +100,12 @@ def _batches(count: int, size: int) -> Iterator[range]:
         yield range(start, min(count, start + size))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--jobs", type=int, default=50)
-    parser.add_argument("--parallel", type=int, default=10)
-    options = parser.parse_args()
+SIZES = {"tiny": (3, 3, 3), "quick": (20, 10, 10), "full": (50, 10, 20)}
+"""size -> (jobs, jobs started at once, direct deletes for the baseline)."""
+
+
+def measure(jobs: int, parallel: int, baselines: int) -> dict[str, Any]:
+    """Run `jobs` ephemeral-colony jobs against the real operator; latencies and the baseline."""
     tools = ensure_tools()
     management = start_management_cluster(tools)
     colony = start_colony_cluster(tools, "bench-colony")
@@ -132,7 +131,7 @@ def main() -> int:
                 }
             ]
         )
-        for batch in _batches(options.jobs, options.parallel):
+        for batch in _batches(jobs, parallel):
             objects: list[dict[str, Any]] = []
             for i in batch:
                 objects.append(
@@ -185,10 +184,10 @@ def main() -> int:
             _wait(
                 lambda batch=batch: all(f"c{i}" in recorder.deleting for i in batch), 120, "colonies deleted"
             )
-        latencies = [recorder.deleting[f"c{i}"] - recorder.succeeded[f"j{i}"] for i in range(options.jobs)]
+        latencies = [recorder.deleting[f"c{i}"] - recorder.succeeded[f"j{i}"] for i in range(jobs)]
 
         baseline: list[float] = []
-        for i in range(20):
+        for i in range(baselines):
             name = f"baseline-{i}"
             management.apply(
                 [
@@ -217,34 +216,56 @@ def main() -> int:
             baseline.append(recorder.deleting[name] - called)
         recorder.stop()
 
-        p50, p99 = _percentile(latencies, 0.5), _percentile(latencies, 0.99)
-        b50 = _percentile(baseline, 0.5)
-        print(
-            json.dumps(
-                {
-                    "jobs": options.jobs,
-                    "teardown_latency_s": {
-                        "p50": round(p50, 3),
-                        "p99": round(p99, 3),
-                        "max": round(max(latencies), 3),
-                        "mean": round(statistics.mean(latencies), 3),
-                    },
-                    "baseline_direct_delete_watch_s": {
-                        "p50": round(b50, 3),
-                        "p99": round(_percentile(baseline, 0.99), 3),
-                    },
-                    "ratio_p50_vs_baseline": round(p50 / b50, 2) if b50 > 0 else None,
-                    "target_p99_under_2s": p99 < 2.0,
-                },
-                indent=2,
-            )
-        )
-        return 0 if p99 < 2.0 else 1
+        return {"latencies": latencies, "baseline": baseline}
     finally:
         operator.stop()
         colony.stop()
         management.stop()
 
 
+def run(size: str) -> list[Table]:
+    """Teardown latency at `size`: one table, the operator's latency beside the direct-delete baseline."""
+    jobs, parallel, baselines = SIZES[size]
+    measured = measure(jobs, parallel, baselines)
+    latencies, baseline = measured["latencies"], measured["baseline"]
+    rows = [
+        {
+            "path": "job completion -> colony deletion (operator)",
+            "n": len(latencies),
+            "p50 s": _percentile(latencies, 0.5),
+            "p99 s": _percentile(latencies, 0.99),
+            "max s": max(latencies),
+            "mean s": statistics.mean(latencies),
+        },
+        {
+            "path": "delete call -> deletion seen (API server baseline)",
+            "n": len(baseline),
+            "p50 s": _percentile(baseline, 0.5),
+            "p99 s": _percentile(baseline, 0.99),
+            "max s": max(baseline),
+            "mean s": statistics.mean(baseline),
+        },
+    ]
+    b50 = rows[1]["p50 s"]
+    ratio = f"{rows[0]['p50 s'] / b50:.1f}x" if b50 > 0 else "-"
+    notes = [
+        f"p50 ratio operator / API-server baseline: {ratio}; target p99 under 2 s: "
+        + ("met" if rows[0]["p99 s"] < 2.0 else "MISSED"),
+        f"{parallel} jobs at a time, each on its own ephemeral existing-provider colony.",
+    ]
+    columns = ["path", "n", "p50 s", "p99 s", "max s", "mean s"]
+    return [Table("teardown", "Teardown latency", columns, rows, notes, {"p99_s": 2.0})]
+
+
+def main() -> None:
+    """Print the table for --size."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--size", choices=list(SIZES), default="full")
+    for table in run(parser.parse_args().size):
+        print(table.markdown())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

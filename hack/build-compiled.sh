@@ -12,7 +12,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${PYTHON:-$root/.venv/bin/python}"
 cache="${COLONY_CACHE_DIR:-$HOME/.cache/colony-operator}"
-hash="$(cd "$root" && cat setup.py pyproject.toml $(git ls-files src | sort) | sha256sum | cut -c1-16)"
+# Tracked and untracked (not ignored) sources that exist: a working tree with uncommitted changes
+# gets its own build.
+hash="$(cd "$root" && git ls-files -co --exclude-standard src | sort | while read -r f; do [ -f "$f" ] && cat "$f"; done \
+  | cat setup.py pyproject.toml - | sha256sum | cut -c1-16)"
 out="$cache/compiled-$hash"
 if [[ -f "$out/.complete" ]]; then
   echo "$out"

@@ -73,6 +73,9 @@ take kubeflow "github.com/kubeflow/training-operator@$KUBEFLOW_TRAINING_OPERATOR
 take kuberay "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION" config/crd/bases \
   ray.io_rayclusters.yaml ray.io_rayjobs.yaml
 take kwok "sigs.k8s.io/kwok@$KWOK_VERSION" kustomize/crd/bases kwok.x-k8s.io_stages.yaml
+# ServiceMonitor only: the Helm chart's optional ServiceMonitor is dry-run applied against it.
+take prometheus-operator "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
+  example/prometheus-operator-crd monitoring.coreos.com_servicemonitors.yaml
 # kwok's stock stages (not CRDs): node initialise/heartbeat, pod ready/complete/delete.
 take kwok-stages "sigs.k8s.io/kwok@$KWOK_VERSION" kustomize/stage/node/fast node-initialize.yaml
 take kwok-stages "sigs.k8s.io/kwok@$KWOK_VERSION" kustomize/stage/node/heartbeat node-heartbeat.yaml

@@ -3,9 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
+import contextlib
+import ctypes
 from collections.abc import Sequence
 
 import kopf
+
+TLS_READ_BUFFER = 64 * 1024
+"""Bytes asyncio's TLS transport reads at once; it allocates that much for every connection."""
+MMAP_THRESHOLD = 64 * 1024
+"""Allocations of this size and larger get their own memory mapping, unmapped when freed."""
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+
+
+def limit_connection_memory() -> bool:
+    """Keep the memory of API connections small, and give it back when they close.
+
+    kopf opens a TLS connection per concurrent request (its connector has no limit): hundreds in a
+    burst of events, each with a read buffer of 256 KiB by asyncio's default. 64 KiB is plenty
+    (responses are read in a loop). glibc's malloc serves such buffers from the heap once it has
+    freed one, and a fragmented heap does not shrink: RSS stayed at the peak of the burst
+    (bench/operator_memory.py). A fixed mmap threshold gives each buffer its own mapping, returned
+    to the system when the connection closes. Returns whether malloc took the setting (glibc).
+    """
+    asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
+    with contextlib.suppress(OSError, AttributeError):
+        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    return False
 
 
 def run_operator(
@@ -18,17 +43,15 @@ def run_operator(
 ) -> None:
     """Run until SIGINT/SIGTERM. Watches `namespaces`, or the whole cluster when empty; serves
     Prometheus metrics on `metrics_port` when given."""
-    import colony.controllers  # noqa: F401 - registers the handlers
+    import colony.controllers  # noqa: F401 - registers the handlers (instrumented with metrics)
     from colony import metrics
+    from colony.logging_setup import configure_logging
 
+    limit_connection_memory()
     if metrics_port is not None:
         metrics.serve(metrics_port)
 
-    kopf.configure(
-        verbose=verbose,
-        log_format=kopf.LogFormat.JSON if json_logs else kopf.LogFormat.FULL,
-        log_refkey="object" if json_logs else None,
-    )
+    configure_logging(verbose=verbose, json_logs=json_logs)
     asyncio.run(
         kopf.operator(
             clusterwide=not namespaces,

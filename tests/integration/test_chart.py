@@ -1,30 +1,272 @@
-"""The Helm chart lints, templates, and its manifests pass a server-side dry run."""
+"""The Helm chart: lint, templates, a server-side dry run against the real API server, the values
+schema, the security settings of the Deployment, RBAC without wildcards, and the add-on catalog
+generated from the operator's."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
 
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.tools import Tools
+from colony.render.addons import CATALOG
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "colony-operator"
+ALL_OPTIONS = CHART / "ci" / "all-options-values.yaml"
+ADDON_CATALOG = CHART / "files" / "addon-catalog.yaml"
+ADDON_CATALOG_HEADER = (
+    "# Generated from colony.render.addons.CATALOG and src/colony/versions.env by\n"
+    "# tests/integration/test_chart.py; do not edit by hand: UPDATE_GOLDEN=1 regenerates it.\n"
+)
+# Namespaces named by ci/all-options-values.yaml's watchNamespaces.
+ALL_OPTIONS_NAMESPACES = ("team-a", "team-b")
+VALUE_SETS = {"defaults": (), "all-options": ("-f", str(ALL_OPTIONS))}
 
 
-def _helm(tools: Tools, *args: str) -> str:
+def helm(tools: Tools, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the pinned helm; with `check`, fail the test with helm's output when it fails."""
     result = subprocess.run(
         [str(tools.binary("helm")), *args], capture_output=True, text=True, check=False, timeout=60
     )
-    assert result.returncode == 0, result.stderr + result.stdout
-    return result.stdout
+    if check:
+        assert result.returncode == 0, result.stderr + result.stdout
+    return result
 
 
-def test_chart_lints(tools: Tools) -> None:
-    _helm(tools, "lint", "--strict", str(CHART))
+def render(tools: Tools, namespace: str, *args: str, release: str = "colony") -> list[dict[str, Any]]:
+    """`helm template` of the chart, parsed (empty documents dropped)."""
+    text = helm(tools, "template", release, str(CHART), "--namespace", namespace, *args).stdout
+    return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
-def test_chart_templates_apply_in_dry_run(tools: Tools, management: LocalCluster, namespace: str) -> None:
-    rendered = _helm(
+def addon_catalog_text() -> str:
+    """files/addon-catalog.yaml as generated from the operator's catalog (JSON is YAML: every
+    version stays a string)."""
+    catalog = {name: chart.spec() for name, chart in sorted(CATALOG.items())}
+    return ADDON_CATALOG_HEADER + json.dumps(catalog, indent=2, sort_keys=True) + "\n"
+
+
+def _of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+# -- pure checks (no control plane) ----------------------------------------------------------------
+
+
+def test_addon_catalog_file_is_generated_from_the_operators_catalog() -> None:
+    if os.environ.get("UPDATE_GOLDEN"):
+        ADDON_CATALOG.write_text(addon_catalog_text())
+    assert ADDON_CATALOG.read_text() == addon_catalog_text(), (
+        f"{ADDON_CATALOG} is out of date with colony.render.addons / versions.env: "
+        "regenerate with UPDATE_GOLDEN=1 pytest tests/integration/test_chart.py"
+    )
+
+
+def test_values_and_schema_offer_exactly_the_catalog_addons() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    names = set(CATALOG)
+    assert set(values["addons"]) - {"namespace", "clusterSelector"} == names
+    assert set(schema["properties"]["addons"]["properties"]) - {"namespace", "clusterSelector"} == names
+    assert all(not values["addons"][name]["enabled"] for name in names)
+    assert values["grafanaDashboard"]["enabled"] is False
+
+
+def test_schema_is_strict_everywhere() -> None:
+    """Every object of the schema either lists its properties with additionalProperties false or is
+    a free-form map on purpose (labels, annotations, resources, affinity...)."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    free_form = {"affinity", "tolerations", "extraEnv"}
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        if path.split(".")[-1].removesuffix("[]") in free_form:
+            return  # Kubernetes' own types, validated by the API server
+        if "properties" in node:
+            assert node.get("additionalProperties") is False, f"{path or 'values'} accepts unknown keys"
+            for key, child in node["properties"].items():
+                walk(child, f"{path}.{key}".lstrip("."))
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], f"{path}[]")
+        if node.get("type") == "object" and "properties" not in node:
+            assert "additionalProperties" in node, path
+
+    walk(schema, "")
+
+
+# -- helm lint and template ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", sorted(VALUE_SETS))
+def test_chart_lints_strictly(tools: Tools, values: str) -> None:
+    helm(tools, "lint", "--strict", str(CHART), *VALUE_SETS[values])
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "unknown=1",
+        "image.unknown=1",
+        "addons.not-in-catalog.enabled=true",
+        "metrics.port=0",
+        "watchNamespaces={Bad_Name}",
+        "serviceMonitor.interval=often",
+    ],
+)
+def test_schema_rejects_bad_values(tools: Tools, setting: str) -> None:
+    result = helm(tools, "template", "colony", str(CHART), "--set", setting, check=False)
+    assert result.returncode != 0 and "schema" in result.stderr, result.stderr
+
+
+def test_deployment_is_hardened_and_probed(tools: Tools) -> None:
+    (deployment,) = _of_kind(render(tools, "colony-system", "--set", "metrics.port=9191"), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["runAsUser"] == 65532 and security["runAsNonRoot"] is True
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}} in pod["volumes"]
+    assert "--liveness=http://0.0.0.0:8080/healthz" in container["args"]
+    assert "--metrics-port=9191" in container["args"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+    assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+
+
+def test_metrics_service_and_service_monitor(tools: Tools) -> None:
+    docs = render(tools, "colony-system", "-f", str(ALL_OPTIONS))
+    (service,) = _of_kind(docs, "Service")
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 9191, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    (monitor,) = _of_kind(docs, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    defaults = render(tools, "colony-system")
+    assert not _of_kind(defaults, "ServiceMonitor") and not _of_kind(defaults, "HelmChartProxy")
+    without_metrics = render(tools, "colony-system", "--set", "metrics.enabled=false")
+    assert not _of_kind(without_metrics, "Service")
+
+
+def test_addon_proxies_match_what_the_operator_renders(tools: Tools) -> None:
+    proxies = {
+        p["metadata"]["labels"]["colony.exalsius.ai/addon"]: p
+        for p in _of_kind(render(tools, "colony-system", "-f", str(ALL_OPTIONS)), "HelmChartProxy")
+    }
+    assert set(proxies) == set(CATALOG)
+    for name, proxy in proxies.items():
+        spec = dict(proxy["spec"])
+        selector = spec.pop("clusterSelector")
+        expected = CATALOG[name].spec()
+        if name == "kuberay":
+            expected["valuesTemplate"] = "image:\n  pullPolicy: IfNotPresent\n"
+        assert spec == expected, name
+        assert proxy["metadata"]["namespace"] == "colony-system"
+        assert selector == {
+            "nvidia-operator": {"matchLabels": {"gpu": "nvidia"}},
+            "kube-prometheus-stack": {
+                "matchExpressions": [{"key": "monitoring", "operator": "NotIn", "values": ["off"]}]
+            },
+        }.get(name, {"matchLabels": {"app.kubernetes.io/managed-by": "colony-operator"}})
+
+
+def _rules(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [rule for doc in _of_kind(docs, kind) for rule in doc["rules"]]
+
+
+@pytest.mark.parametrize("values", sorted(VALUE_SETS))
+def test_rbac_has_no_wildcards(tools: Tools, values: str) -> None:
+    docs = render(tools, "colony-system", *VALUE_SETS[values])
+    rules = _rules(docs, "ClusterRole") + _rules(docs, "Role")
+    assert rules
+    for rule in rules:
+        for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+            assert not any("*" in entry for entry in rule.get(field, [])), rule
+        assert "nonResourceURLs" not in rule
+
+
+def test_rbac_is_namespaced_for_exact_watch_namespaces(tools: Tools) -> None:
+    cluster_wide = render(tools, "colony-system")
+    assert not _of_kind(cluster_wide, "Role") and len(_of_kind(cluster_wide, "ClusterRole")) == 1
+    namespaced = render(tools, "colony-system", "-f", str(ALL_OPTIONS))
+    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in _of_kind(namespaced, "Role")}
+    assert roles == {
+        ("team-a", "colony-operator"),
+        ("team-b", "colony-operator"),
+        ("colony-system", "colony-operator-offers-catalog"),
+    }
+    cluster_resources = {res for rule in _rules(namespaced, "ClusterRole") for res in rule["resources"]}
+    assert "secrets" not in cluster_resources and "pods" not in cluster_resources
+    namespace_patch = [
+        r
+        for r in _rules(namespaced, "ClusterRole")
+        if "patch" in r["verbs"] and "namespaces" in r["resources"]
+    ]
+    assert [r["resourceNames"] for r in namespace_patch] == [list(ALL_OPTIONS_NAMESPACES)]
+    # kopf patterns cannot be granted per namespace: cluster-wide RBAC.
+    pattern = render(tools, "colony-system", "--set", "watchNamespaces={team-*}")
+    assert not _of_kind(pattern, "Role") and len(_of_kind(pattern, "ClusterRole")) == 1
+    (deployment,) = _of_kind(pattern, "Deployment")
+    assert "--namespace=team-*" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_existing_service_account_and_no_rbac(tools: Tools) -> None:
+    docs = render(
+        tools,
+        "colony-system",
+        "--set",
+        "serviceAccount.create=false",
+        "--set",
+        "serviceAccount.name=platform-operator",
+        "--set",
+        "rbac.create=false",
+    )
+    kinds = {doc["kind"] for doc in docs}
+    assert not kinds & {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    (deployment,) = _of_kind(docs, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == "platform-operator"
+    result = helm(
+        tools, "template", "colony", str(CHART), "--set", "serviceAccount.create=false", check=False
+    )
+    assert result.returncode != 0 and "serviceAccount.name is required" in result.stderr
+
+
+# -- against the real API server -------------------------------------------------------------------
+
+
+def _ensure_namespaces(management: LocalCluster, names: tuple[str, ...]) -> None:
+    for name in names:
+        if management.kubectl("get", "namespace", name, check=False).returncode != 0:
+            management.kubectl("create", "namespace", name)
+
+
+def _install_service_monitor_crd(tools: Tools, management: LocalCluster) -> None:
+    """prometheus-operator's ServiceMonitor CRD (pinned in versions.env, fetched by hack/fetch-crds.sh)."""
+    files = sorted((tools.upstream_crds / "prometheus-operator").glob("*servicemonitors.yaml"))
+    assert files, "hack/fetch-crds.sh did not fetch the ServiceMonitor CRD"
+    management.install_crds(files)
+
+
+@pytest.mark.parametrize("values", sorted(VALUE_SETS))
+def test_chart_templates_apply_in_dry_run(
+    tools: Tools, management: LocalCluster, namespace: str, values: str
+) -> None:
+    _ensure_namespaces(management, ALL_OPTIONS_NAMESPACES)
+    _install_service_monitor_crd(tools, management)
+    text = helm(
         tools,
         "template",
         "colony",
@@ -32,8 +274,36 @@ def test_chart_templates_apply_in_dry_run(tools: Tools, management: LocalCluster
         "--namespace",
         namespace,
         "--include-crds",
+        *VALUE_SETS[values],
+    ).stdout
+    kinds = {doc["kind"] for doc in yaml.safe_load_all(text) if doc}
+    assert {"CustomResourceDefinition", "Deployment", "ServiceAccount", "ClusterRole", "Service"} <= kinds
+    if values == "all-options":
+        assert {"ServiceMonitor", "HelmChartProxy", "Role", "RoleBinding"} <= kinds
+    applied = management.kubectl(
+        "apply", "--dry-run=server", "-f", "-", input_text=text
+    )  # namespaces are in the manifests
+    assert "(server dry run)" in applied.stdout
+
+
+def test_helm_install_dry_run_prints_notes(tools: Tools, management: LocalCluster, namespace: str) -> None:
+    result = helm(
+        tools,
+        "install",
+        "colony",
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--dry-run=server",
+        "--kubeconfig",
+        str(management.kubeconfig_path),
         "--set",
-        "watchNamespaces={team-a,team-b}",
+        "offersCatalogConfigMap=gpu-offers",
+        "--set",
+        "addons.volcano-sh.enabled=true",
     )
-    assert "--namespace=team-a" in rendered
-    management.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-", input_text=rendered)
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert f"installed as colony-colony-operator in namespace {namespace}" in notes
+    assert "watches every namespace" in notes
+    assert f"ConfigMap {namespace}/gpu-offers" in notes
+    assert "volcano-sh" in notes

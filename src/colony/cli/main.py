@@ -1,4 +1,6 @@
-"""Entry point of the `colony` command: `colony operator`, `colony crds`, `colony dev`."""
+"""Entry point of the `colony` command: `colony operator`, `colony crds`, `colony dev`, and the user
+commands talking to the management cluster (`colony jobs`, `colony colonies`, `colony gpr`) or
+rendering offline (`colony render`)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from typing import Annotated
 
 import typer
 
+from colony.cli import colonies, gprs, jobs
 from colony.cli.offers import offers
+from colony.cli.render import render
 from colony.cli.simulate import simulate
 
 app = typer.Typer(
@@ -39,14 +43,19 @@ def operator(
     COLONY_OFFERS_CONFIGMAP (namespace/name, key gpu-offers.csv) names another.
     """
     from colony.operator import run_operator
+    from colony.settings import SettingsError
 
-    run_operator(
-        namespace or (),
-        liveness_endpoint=liveness,
-        verbose=verbose,
-        json_logs=json_logs,
-        metrics_port=metrics_port,
-    )
+    try:
+        run_operator(
+            namespace or (),
+            liveness_endpoint=liveness,
+            verbose=verbose,
+            json_logs=json_logs,
+            metrics_port=metrics_port,
+        )
+    except SettingsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
 
 
 CRD_DIRS = (Path("crds"), Path("charts/colony-operator/crds"))
@@ -100,3 +109,7 @@ def dev(
 
 app.command("offers")(offers)
 app.command("simulate")(simulate)
+app.command("render")(render)
+app.add_typer(jobs.app, name="jobs")
+app.add_typer(colonies.app, name="colonies")
+app.add_typer(gprs.app, name="gpr")

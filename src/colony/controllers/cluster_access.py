@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import kopf
 
 from colony.api import COLONY
@@ -15,12 +18,16 @@ MANAGEMENT = "management"
 """The cluster name of workloads that run on the management cluster itself (no colony)."""
 
 
-async def cluster_client(memo: kopf.Memo, namespace: str, colony: str, cluster: str) -> Kube:
-    """The client of one cluster of a colony (through its kubeconfig Secret)."""
+async def cluster_client(
+    memo: kopf.Memo, namespace: str, colony: str, cluster: str, body: Mapping[str, Any] | None = None
+) -> Kube:
+    """The client of one cluster of a colony (through its kubeconfig Secret); `body`: the Colony
+    as the caller just read it (else it is read here)."""
     if not colony:
         kube: Kube = memo.kube
         return kube
-    body = await memo.kube.get(COLONY.api_version, COLONY.kind, colony, namespace)
+    if body is None:
+        body = await memo.kube.get(COLONY.api_version, COLONY.kind, colony, namespace)
     if body is None:
         raise ClusterAccessError(f"colony {colony} no longer exists")
     spec = ColonySpec.model_validate(body["spec"])

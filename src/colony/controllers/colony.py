@@ -9,14 +9,13 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import kopf
 
-from colony import metrics
+from colony import events, metrics, settings
 from colony.api import COLONY
 from colony.api.colony import ColonySpec
 from colony.controllers.acceptance import accept_spec
@@ -35,13 +34,13 @@ from colony.pricing.operator_catalog import load_operator_catalog
 from colony.render.colony import render_colony
 from colony.render.contract import ColonyRef, HostedControlPlanePorts, RenderedColony
 from colony.render.labels import COLONY_LABEL
-from colony.render.ports import allocate_hosted_ports, hosted_ports_key
+from colony.render.resources import hosted_clusters, hosted_ports
 from colony.status.colony import AddonObservation, ClusterObservation, colony_status
 from colony.status.cost import cluster_price, priced_colony_status
 
 STATUS_REFRESH_S = 5.0
 # How often a colony's accrued cost is brought forward in status while its price is unchanged.
-COST_REFRESH_S = float(os.environ.get("COLONY_COST_REFRESH_SECONDS", "60"))
+COST_REFRESH_S = settings.positive_seconds("COLONY_COST_REFRESH_SECONDS", 60.0)
 DELETE_RECHECK_S = 3.0
 
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
@@ -66,32 +65,12 @@ async def _ports(
     kube: Kube, namespace: str, name: str, spec: ColonySpec, status: Mapping[str, Any]
 ) -> dict[str, HostedControlPlanePorts]:
     """Hosted control-plane ports: the ones recorded in status, else freshly allocated ones that no
-    other colony has recorded. Remote clusters always get a hosted control plane."""
-    hosted = [c for c in spec.colony_clusters if spec.hosted_control_plane_enabled or c.provider == "remote"]
-    if not hosted:
+    other colony has recorded (see render.resources.hosted_ports). Remote clusters always get a
+    hosted control plane."""
+    if not hosted_clusters(spec):
         return {}
-    recorded = {
-        c["name"]: HostedControlPlanePorts(
-            c["hostedControlPlane"]["apiPort"], c["hostedControlPlane"]["konnectivityPort"]
-        )
-        for c in status.get("clusters") or []
-        if c.get("hostedControlPlane")
-    }
-    used: set[int] = set()
-    for other in await kube.list(COLONY.api_version, COLONY.kind):
-        if (other["metadata"]["namespace"], other["metadata"]["name"]) == (namespace, name):
-            continue
-        for entry in (other.get("status") or {}).get("clusters") or []:
-            taken = entry.get("hostedControlPlane") or {}
-            used |= {int(port) for port in (taken.get("apiPort"), taken.get("konnectivityPort")) if port}
-    ports: dict[str, HostedControlPlanePorts] = {}
-    for cluster in hosted:
-        allocated = recorded.get(cluster.cluster_name) or allocate_hosted_ports(
-            hosted_ports_key(namespace, name, cluster.cluster_name), used
-        )
-        used |= {allocated.api, allocated.konnectivity}
-        ports[cluster.cluster_name] = allocated
-    return ports
+    others = await kube.list(COLONY.api_version, COLONY.kind)
+    return hosted_ports(namespace, name, spec, status, others)
 
 
 async def _render(memo: kopf.Memo, body: Mapping[str, Any], spec: ColonySpec) -> RenderedColony:
@@ -197,11 +176,9 @@ async def reconcile_colony(
     applied = await apply_all(memo.kube, desired_objects(rendered))
     removed = await prune(memo.kube, meta["namespace"], meta["name"], rendered)
     for problem in rendered.problems:
-        kopf.warn(body, reason="UnknownDependency", message=problem)
+        events.post(body, "UnknownDependency", problem, warning=True)
     if removed:
-        kopf.info(
-            body, reason="Pruned", message=f"deleted objects no longer in the spec: {', '.join(removed)}"
-        )
+        events.post(body, "Pruned", f"deleted objects no longer in the spec: {', '.join(removed)}")
     logger.info("applied %d object(s), pruned %d", applied, len(removed))
     new_status = await _status(memo, body, parsed, rendered, patch.status["conditions"])
     _record_transition(body, status, new_status)
@@ -270,23 +247,24 @@ def _record_transition(body: Mapping[str, Any], old: Mapping[str, Any], new: Map
     """An Event on the colony when its phase changes (a plain dict body works for kopf's posting)."""
     if old.get("phase") != new["phase"]:
         ready: Mapping[str, Any] = next((c for c in new["conditions"] if c["type"] == "Ready"), {})
-        event = kopf.warn if new["phase"] in ("Degraded", "Failed") else kopf.info
-        event(
-            cast(kopf.Body, body), reason=f"Colony{new['phase']}", message=ready.get("message", new["phase"])
-        )
+        warning = new["phase"] in ("Degraded", "Failed")
+        events.post(body, f"Colony{new['phase']}", ready.get("message", new["phase"]), warning=warning)
 
 
 @kopf.on.delete(COLONY.group, COLONY.version, COLONY.plural)
 async def delete_colony(
-    meta: kopf.Meta, patch: kopf.Patch, memo: kopf.Memo, logger: Logger, **_: Any
+    body: kopf.Body, meta: kopf.Meta, patch: kopf.Patch, memo: kopf.Memo, logger: Logger, retry: int, **_: Any
 ) -> None:
     """Delete the colony's objects; re-check later (never wait here) until all are gone."""
     patch.status["phase"] = "Deleting"
     remaining = await delete_everything(memo.kube, meta["namespace"], meta["name"])
+    if retry == 0:
+        events.post(body, "ColonyDeleting", f"deleting the colony: {len(remaining)} object(s) to remove")
     if remaining:
         logger.info("waiting for %d object(s) to go: %s", len(remaining), ", ".join(remaining[:5]))
         raise kopf.TemporaryError(
             f"waiting for {len(remaining)} object(s) to be deleted", delay=DELETE_RECHECK_S
         )
     logger.info("every object of the colony is gone")
+    events.post(body, "ColonyDeleted", "every object of the colony is gone")
     metrics.forget_colony(meta["namespace"], meta["name"])

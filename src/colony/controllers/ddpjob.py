@@ -4,15 +4,18 @@ and clean up on deletion. Never blocks: waiting is a TemporaryError or the next 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
-from collections.abc import Mapping
+import time
+import weakref
+from collections.abc import Awaitable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
-from colony import metrics
+from colony import events, metrics
 from colony.api import COLONY, DDPJOB, GPR
 from colony.api.base import SecretKeyReference
 from colony.api.conditions import now_rfc3339, set_condition
@@ -20,9 +23,10 @@ from colony.api.ddpjob import DDPJobSpec
 from colony.controllers.acceptance import accept_spec
 from colony.controllers.cluster_access import MANAGEMENT, cluster_client
 from colony.kube.colony_clusters import ClusterAccessError
-from colony.kube.resources import Kube
+from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, NotFound
 from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, JobRef, render_ddpjob
 from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
+from colony.render.resources import gpu_request_name, moved_wandb_secret_name, on_reservation
 from colony.scheduling.placement import choose_cluster
 from colony.scheduling.teardown import expired, is_ephemeral, teardown_due
 from colony.status.cost import job_usage, parse_time, price_per_gpu_hour
@@ -33,6 +37,7 @@ DELETE_RETRIES = 3
 DELETE_RETRY_DELAY_S = 2.0
 WAIT_S = 5.0
 USAGE_REFRESH_S = 30.0
+CLIENT_TTL_S = 5.0
 
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
@@ -41,10 +46,15 @@ class Unplaceable(kopf.TemporaryError):
     """The job cannot be placed yet; the message is the reason shown in status."""
 
 
-async def _used_gpus(kube: Kube) -> int:
+# Pods that can hold GPUs: bound to a node and not finished (filtered by the API server too).
+_HOLDING_GPUS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+_counting: weakref.WeakKeyDictionary[Kube, asyncio.Task[int]] = weakref.WeakKeyDictionary()
+
+
+async def _count_used_gpus(kube: Kube) -> int:
     """GPUs held by pods bound to a node and not finished (pending pods hold nothing yet)."""
     used = 0
-    for pod in await kube.list("v1", "Pod"):
+    for pod in await kube.list("v1", "Pod", field_selector=_HOLDING_GPUS):
         if not pod["spec"].get("nodeName") or (pod.get("status") or {}).get("phase") in (
             "Succeeded",
             "Failed",
@@ -56,28 +66,65 @@ async def _used_gpus(kube: Kube) -> int:
     return used
 
 
-async def _place(memo: kopf.Memo, namespace: str, spec: DDPJobSpec) -> tuple[str, str, str, float | None]:
-    """(colony, cluster, why, the colony's price per GPU-hour) for the job; raises Unplaceable with
-    the reason when it must wait."""
+async def _used_gpus(kube: Kube) -> int:
+    """`_count_used_gpus`, with concurrent placements on one cluster sharing one count in flight: a
+    burst of jobs makes one list of the cluster's pods, not one each (the pods of the burst are not
+    bound yet, so a count started a moment earlier is the same count)."""
+    task = _counting.get(kube)
+    if task is None or task.done():
+        task = asyncio.create_task(_count_used_gpus(kube))
+        _counting[kube] = task
+    return await asyncio.shield(task)
+
+
+_targets: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, str], tuple[float, Kube]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _target(memo: kopf.Memo, namespace: str, colony: str, cluster: str) -> Kube:
+    """`cluster_client`, remembered for CLIENT_TTL_S across the operator's jobs: without it every
+    launch and every tracking tick of every job reads the Colony and its kubeconfig Secret again.
+    A rotated kubeconfig or a deleted colony is noticed within CLIENT_TTL_S."""
+    if not colony:
+        return await cluster_client(memo, namespace, colony, cluster)
+    cache = _targets.setdefault(memo.colony_clients, {})
+    key, now = (namespace, colony, cluster), time.monotonic()
+    hit = cache.get(key)
+    if hit is not None and now - hit[0] < CLIENT_TTL_S:
+        return hit[1]
+    kube = await cluster_client(memo, namespace, colony, cluster)
+    cache[key] = (now, kube)
+    return kube
+
+
+async def _place(
+    memo: kopf.Memo, namespace: str, spec: DDPJobSpec
+) -> tuple[str, str, str, float | None, Kube | None]:
+    """(colony, cluster, why, the colony's price per GPU-hour, the cluster's client when already
+    made) for the job; raises Unplaceable with the reason when it must wait."""
     if not spec.target_colony:
-        return "", MANAGEMENT, "no targetColony: the management cluster", None
+        return "", MANAGEMENT, "no targetColony: the management cluster", None, None
     colony = await memo.kube.get(COLONY.api_version, COLONY.kind, spec.target_colony, namespace)
     if colony is None:
         raise Unplaceable(f"colony {spec.target_colony} does not exist", delay=WAIT_S)
     clusters = (colony.get("status") or {}).get("clusters") or []
     used: dict[str, int] = {}
+    clients: dict[str, Kube] = {}
     for cluster in clusters:
         if cluster.get("phase") == "Ready":
             try:
-                kube = await cluster_client(memo, namespace, spec.target_colony, cluster["name"])
+                kube = await _target(memo, namespace, spec.target_colony, cluster["name"])
                 used[cluster["name"]] = await _used_gpus(kube)
+                clients[cluster["name"]] = kube
             except ClusterAccessError:
                 used[cluster["name"]] = 10**9
     needed = 0 if spec.cpu_job else spec.parallelism * spec.nproc_per_node
     chosen, why = choose_cluster(clusters, used, needed)
     if chosen is None:
         raise Unplaceable(f"colony {spec.target_colony}: {why}", delay=WAIT_S)
-    return spec.target_colony, chosen, why, price_per_gpu_hour(colony.get("status") or {})
+    price = price_per_gpu_hour(colony.get("status") or {})
+    return spec.target_colony, chosen, why, price, clients.get(chosen)
 
 
 def _owned_by_job(meta: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -91,17 +138,13 @@ def _owned_by_job(meta: Mapping[str, Any], name: str) -> dict[str, Any]:
     }
 
 
-def _gpu_request_name(job: str) -> str:
-    return f"{job}-gpus"
-
-
 async def _place_on_gpu_request(
     memo: kopf.Memo, body: kopf.Body, spec: DDPJobSpec
 ) -> tuple[str, str, str, float | None, dict[str, Any]]:
     """gpuTypes without targetColony: the job asks the GPR scheduler for its GPUs (creating, when
     needed, the cheapest colony for them) and runs on the reservation once it is Ready."""
     meta = body["metadata"]
-    name = _gpu_request_name(meta["name"])
+    name = gpu_request_name(meta["name"])
     await memo.kube.apply(
         {
             "apiVersion": GPR.api_version,
@@ -127,14 +170,6 @@ async def _place_on_gpu_request(
     return colony, cluster, f"GPUs reserved by {name}", status.get("pricePerGpuHour"), reservation
 
 
-def _on_reservation(spec: DDPJobSpec, status: Mapping[str, Any]) -> DDPJobSpec:
-    """The spec with the workers pinned to the GPR's reserved nodes (when the job has one)."""
-    label = status.get("reservationLabel")
-    if not label:
-        return spec
-    return spec.model_copy(update={"node_selector": {**spec.node_selector, label: str(spec.nproc_per_node)}})
-
-
 async def _wandb_secret(
     memo: kopf.Memo, body: kopf.Body, spec: DDPJobSpec, patch: kopf.Patch
 ) -> tuple[SecretKeyReference | None, str | None]:
@@ -145,7 +180,7 @@ async def _wandb_secret(
     """
     meta = body["metadata"]
     if spec.wandb_api_key:
-        name = f"{meta['name']}-wandb"
+        name = moved_wandb_secret_name(meta["name"])
         await memo.kube.apply(
             {
                 "apiVersion": "v1",
@@ -156,10 +191,11 @@ async def _wandb_secret(
         )
         patch.spec["wandbApiKey"] = None
         patch.spec["wandbApiKeySecretRef"] = {"name": name, "key": "value"}
-        kopf.warn(
+        events.post(
             body,
-            reason="PlainSecretMoved",
-            message=f"wandbApiKey was moved into Secret {name}; use wandbApiKeySecretRef instead",
+            "PlainSecretMoved",
+            f"wandbApiKey was moved into Secret {name}; use wandbApiKeySecretRef instead",
+            warning=True,
         )
         return SecretKeyReference(name=name, key="value"), base64.b64encode(
             spec.wandb_api_key.encode()
@@ -174,11 +210,65 @@ async def _wandb_secret(
     return ref, str(value)
 
 
+async def _create_or_apply(target: Kube, manifest: Mapping[str, Any]) -> None:
+    """Create the object (POST: the API server's cheapest write), or server-side apply it when it
+    already exists (a re-run after a crash, a relaunch): the same object either way, owned by
+    FIELD_MANAGER. An attempt's objects are never changed by a later apply that drops fields (a new
+    attempt has new pods and a new PodGroup), so no field owned by the create is left behind."""
+    try:
+        await target.create(manifest, field_manager=FIELD_MANAGER)
+    except Conflict:
+        await target.apply(manifest)
+
+
+async def _all(writes: Iterable[Awaitable[Any]]) -> None:
+    """Run the writes together; raise the first error once all are done (none is left running)."""
+    for result in await asyncio.gather(*writes, return_exceptions=True):
+        if isinstance(result, BaseException):
+            raise result
+
+
 async def _launch(
     target: Kube, job: JobRef, spec: DDPJobSpec, attempt: int, wandb: SecretKeyReference | None
 ) -> None:
-    for manifest in render_ddpjob(job, spec, attempt=attempt, wandb_secret=wandb).manifests:
-        await target.apply(manifest)
+    """Create the attempt's objects: the Service and PodGroup together, then every pod together (the
+    PodGroup exists before its pods; a crash in between is converged by the next launch)."""
+    rendered = render_ddpjob(job, spec, attempt=attempt, wandb_secret=wandb)
+    first = [rendered.service, *([rendered.pod_group] if rendered.pod_group else [])]
+    await _all(_create_or_apply(target, manifest) for manifest in first)
+    await _all(_create_or_apply(target, pod) for pod in rendered.pods)
+
+
+async def _start_attempt(
+    target: Kube,
+    job: JobRef,
+    spec: DDPJobSpec,
+    attempt: int,
+    wandb: SecretKeyReference | None,
+    wandb_value: str | None,
+) -> None:
+    """The job's W&B Secret (when it has one) and the attempt's objects in the job's namespace of
+    the target cluster. The namespace is created when a write finds it missing, not applied again
+    before every job."""
+
+    async def write() -> None:
+        if wandb is not None and wandb_value is not None:
+            labels = {JOB_LABEL: job.name}
+            await target.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": wandb.name, "namespace": job.namespace, "labels": labels},
+                    "data": {wandb.key: wandb_value},
+                }
+            )
+        await _launch(target, job, spec, attempt, wandb)
+
+    try:
+        await write()
+    except NotFound:
+        await target.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": job.namespace}})
+        await write()
 
 
 @kopf.on.resume(DDPJOB.group, DDPJOB.version, DDPJOB.plural)
@@ -199,6 +289,7 @@ async def start_ddpjob(
         return
     patch.status["workersTotal"] = parsed.parallelism
     reservation: dict[str, Any] = {}
+    target: Kube | None = None
     try:
         wandb, wandb_value = await _wandb_secret(memo, body, parsed, patch)
         if parsed.gpu_types and not parsed.target_colony:
@@ -206,9 +297,12 @@ async def start_ddpjob(
                 memo, body, parsed
             )
         else:
-            colony, cluster, why, gpu_hour_price = await _place(memo, meta["namespace"], parsed)
-        target = await cluster_client(memo, meta["namespace"], colony, cluster)
+            colony, cluster, why, gpu_hour_price, target = await _place(memo, meta["namespace"], parsed)
+        if target is None:
+            target = await _target(memo, meta["namespace"], colony, cluster)
     except (Unplaceable, ClusterAccessError) as waiting:
+        if status.get("phase") != "Pending":
+            events.post(body, "JobPending", f"waiting to be placed: {waiting}")
         patch.status["phase"] = "Pending"
         patch.status["message"] = str(waiting)
         patch.status["conditions"] = set_condition(
@@ -220,20 +314,10 @@ async def start_ddpjob(
             observed_generation=meta.get("generation"),
         )
         raise kopf.TemporaryError(str(waiting), delay=WAIT_S) from waiting
-    namespace = meta["namespace"]
-    await target.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    if wandb is not None and wandb_value is not None:
-        await target.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": wandb.name, "namespace": namespace, "labels": {JOB_LABEL: meta["name"]}},
-                "data": {wandb.key: wandb_value},
-            }
-        )
     attempt = int(status.get("attempt") or 0)
-    parsed = _on_reservation(parsed, reservation)
-    await _launch(target, JobRef(meta["name"], namespace, meta["uid"]), parsed, attempt, wandb)
+    parsed = on_reservation(parsed, reservation)
+    job = JobRef(meta["name"], meta["namespace"], meta["uid"])
+    await _start_attempt(target, job, parsed, attempt, wandb, wandb_value)
     patch.status.update(
         {
             "phase": "Scheduling",
@@ -254,7 +338,7 @@ async def start_ddpjob(
             ),
         }
     )
-    kopf.info(body, reason="Placed", message=f"workers created on cluster {cluster}")
+    events.post(body, "Placed", f"workers created on cluster {cluster}")
 
 
 @kopf.timer(DDPJOB.group, DDPJOB.version, DDPJOB.plural, interval=TRACK_INTERVAL_S)
@@ -276,7 +360,7 @@ async def track_ddpjob(
         return
     if status.get("phase") in ("Pending", None) or not status.get("cluster"):
         return
-    target = await cluster_client(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
+    target = await _target(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
     job = JobRef(meta["name"], meta["namespace"], meta["uid"])
     wandb = parsed.wandb_api_key_secret_ref
     pods = await target.list("v1", "Pod", meta["namespace"], label_selector=f"{JOB_LABEL}={meta['name']}")
@@ -305,7 +389,7 @@ async def track_ddpjob(
     if usage:
         metrics.record_job_usage(meta["namespace"], DDPJOB.kind, meta["name"], usage)
     update |= usage
-    parsed = _on_reservation(parsed, status)
+    parsed = on_reservation(parsed, status)
     if progress.relaunch:
         await _launch(target, job, parsed, progress.attempt, wandb)
     if progress.restart:
@@ -316,13 +400,14 @@ async def track_ddpjob(
             if pod["metadata"]["labels"].get(ATTEMPT_LABEL) == str(progress.attempt):
                 await target.delete("v1", "Pod", pod["metadata"]["name"], meta["namespace"])
         update |= {"attempt": progress.attempt + 1, "restarts": progress.attempt + 1}
-        kopf.warn(body, reason="GangRestarted", message=progress.message)
+        events.post(body, "GangRestarted", progress.message, warning=True)
     if progress.phase != status.get("phase"):
-        event = kopf.warn if progress.phase in ("Failed", "Restarting") else kopf.info
-        event(body, reason=f"Job{progress.phase}", message=progress.message)
+        warning = progress.phase in ("Failed", "Restarting")
+        events.post(body, f"Job{progress.phase}", progress.message, warning=warning)
         logger.info("phase %s -> %s: %s", status.get("phase"), progress.phase, progress.message)
     update["phase"] = progress.phase
-    patch.status.update(update)
+    # Only what changed: most ticks change nothing, and an empty patch is not sent at all.
+    patch.status.update({key: value for key, value in update.items() if status.get(key) != value})
     if progress.phase in TERMINAL_PHASES:
         await _after_finish(memo, body, {**status, **update}, parsed, patch, logger)
 
@@ -381,13 +466,16 @@ async def _after_finish(
         ):
             await memo.kube.delete(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
             patch.status["teardownRequestedAt"] = now_rfc3339()
-            kopf.info(
-                body, reason="ColonyTornDown", message=f"ephemeral colony {colony_name} deletion requested"
-            )
+            metrics.observe_teardown(metrics.teardown.JOB, (now - finished).total_seconds())
+            events.post(body, "ColonyTornDown", f"ephemeral colony {colony_name} deletion requested")
             logger.info("requested deletion of ephemeral colony %s", colony_name)
     if status.get("gpuRequest"):
         await memo.kube.delete(GPR.api_version, GPR.kind, status["gpuRequest"], meta["namespace"])
     if expired(finished, spec.ttl_seconds_after_finished, now):
+        if not meta.get("deletionTimestamp"):
+            events.post(
+                body, "JobExpired", f"ttlSecondsAfterFinished {spec.ttl_seconds_after_finished} elapsed"
+            )
         await memo.kube.delete(DDPJOB.api_version, DDPJOB.kind, meta["name"], meta["namespace"])
 
 
@@ -426,17 +514,18 @@ async def delete_ddpjob(
                 await target.delete(api_version, kind, obj["metadata"]["name"], meta["namespace"])
     except (ClusterAccessError, OSError, TimeoutError) as unreachable:
         if retry < DELETE_RETRIES:
-            kopf.warn(
+            events.post(
                 body,
-                reason="ClusterUnreachable",
-                message=f"cannot clean up on cluster {status['cluster']} "
+                "ClusterUnreachable",
+                f"cannot clean up on cluster {status['cluster']} "
                 f"(try {retry + 1}/{DELETE_RETRIES}): {unreachable}",
+                warning=True,
             )
             raise kopf.TemporaryError(str(unreachable), delay=DELETE_RETRY_DELAY_S) from unreachable
-        kopf.warn(
+        events.post(
             body,
-            reason="CleanupAbandoned",
-            message=f"gave up cleaning up on cluster {status['cluster']} "
-            f"after {DELETE_RETRIES} tries: {unreachable}",
+            "CleanupAbandoned",
+            f"gave up cleaning up on cluster {status['cluster']} after {DELETE_RETRIES} tries: {unreachable}",
+            warning=True,
         )
         logger.warning("abandoning remote cleanup: %s", unreachable)

@@ -10,7 +10,7 @@ from typing import Any
 
 import kopf
 
-from colony import metrics
+from colony import events, metrics
 from colony.api import GPR
 from colony.api.gpr import GPRSpec
 from colony.controllers.acceptance import accept_spec
@@ -21,6 +21,7 @@ from colony.controllers.gpr_scheduler import release_on_delete, wake_scheduler
 @kopf.on.create(GPR.group, GPR.version, GPR.plural)
 @kopf.on.update(GPR.group, GPR.version, GPR.plural)
 def reconcile_gpr(
+    body: kopf.Body,
     spec: kopf.Spec,
     status: kopf.Status,
     meta: kopf.Meta,
@@ -33,6 +34,10 @@ def reconcile_gpr(
     parsed = accept_spec(GPRSpec, spec, status, meta.get("generation"), patch, logger)
     if isinstance(parsed, GPRSpec):
         patch.status["phase"] = status.get("phase") or "Queued"
+        if not status.get("phase"):
+            shapes = ", ".join(parsed.gpu_shapes or [parsed.gpu_shape or "any"])
+            size = f"{parsed.number_of_gpu_nodes} node(s) x {parsed.number_of_gpus} GPU(s)"
+            events.post(body, "GPRQueued", f"queued for {size} ({shapes})")
         logger.info("gpr accepted: %d node(s) x %d GPU(s)", parsed.number_of_gpu_nodes, parsed.number_of_gpus)
     wake_scheduler(memo)
 

@@ -20,27 +20,30 @@ import asyncio
 import contextlib
 import fnmatch
 import logging
-import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import kopf
 
-from colony import metrics
+from colony import events, metrics, settings
 from colony.api import COLONY, GPR, GPUQUEUE
 from colony.api.gpr import GPRSpec
 from colony.controllers.cluster_access import cluster_client
+from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
 from colony.kube.colony_clusters import ClusterAccessError
+from colony.kube.informer import Informer
 from colony.kube.resources import Conflict, Kube, KubeApiError, NotFound
 from colony.render.offer_colony import SUPPORTED_CLOUDS, ProviderNotSupported, colony_for_offer
+from colony.scheduling.offers.gpu_names import normalize_gpu
 from colony.scheduling.queueing.core import schedule
 from colony.scheduling.queueing.model import (
     Admit,
     ColonyInfo,
     Decisions,
+    Estimate,
     GpuNode,
     GpuRequest,
     Preempt,
@@ -66,15 +69,28 @@ from colony.scheduling.queueing.objects import (
 from colony.status.cost import format_time, job_usage, price_per_gpu_hour
 from colony.versions import pinned
 
-PASS_INTERVAL_S = float(os.environ.get("COLONY_SCHEDULE_INTERVAL_SECONDS", "1"))
+PASS_INTERVAL_S = settings.positive_seconds("COLONY_SCHEDULE_INTERVAL_SECONDS", 1.0)
 SHARED_COLONY_LABEL = "colony.exalsius.ai/shared"
 FOR_GPR_LABEL = "colony.exalsius.ai/for-gpr"
-REQUIRE_QUEUE = os.environ.get("COLONY_REQUIRE_QUEUE", "false").lower() == "true"
+REQUIRE_QUEUE = settings.flag("COLONY_REQUIRE_QUEUE")
+PLACEMENT_POLICY = settings.placement_policy()
 CLUSTER_READ_TIMEOUT_S = 5.0
 USAGE_REFRESH_S = 60.0
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 ESTIMATE_TOLERANCE = 0.1
 """A wait estimate is rewritten when it moved by more than this fraction (or 5 s)."""
+EXACT_POSITIONS = 10
+"""Queue positions up to this are always exact; further back one is rewritten when it moved by more
+than ESTIMATE_TOLERANCE of itself (thousands of waiting requests each move every pass)."""
+ESTIMATE_WRITES_PER_PASS = 200
+"""Most status writes of positions, estimates and messages per pass, heads of the queues first;
+the rest follow in later passes (a pass must stay short with any number waiting)."""
+WRITE_CONCURRENCY = 24
+"""Requests the loop applies decisions to at once (colony.kube.config.CONNECTIONS connections, which
+kopf's handlers share)."""
+ESTIMATE_WRITE_CONCURRENCY = 2
+"""... and when it writes estimates in the background, so that the next pass's reads and
+admissions find free connections."""
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +145,10 @@ async def start_scheduler(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.cleanup()
 async def stop_scheduler(memo: kopf.Memo, **_: Any) -> None:
     """Stop the loop."""
-    task: asyncio.Task[None] | None = getattr(memo, "scheduler_task", None)
-    if task is not None:
-        task.cancel()
+    for name in ("scheduler_task", "estimate_writes", *(f"{i}_informer_task" for i in INFORMED)):
+        task: asyncio.Task[None] | None = getattr(memo, name, None)
+        if task is not None:
+            task.cancel()
 
 
 def wake_scheduler(memo: kopf.Memo) -> None:
@@ -147,13 +164,57 @@ async def queue_changed(memo: kopf.Memo, **_: Any) -> None:
     wake_scheduler(memo)
 
 
+INFORMED = {"gpr": GPR, "queue": GPUQUEUE, "colony": COLONY}
+"""The kinds a pass reads, by informer name (memo.<name>_informer)."""
+
+
+def _start_informers(memo: kopf.Memo) -> None:
+    """An operator watching the whole cluster keeps the GPRs, GPUQueues and Colonies in memory
+    (colony.kube.informer) instead of listing them all on every pass; one limited to namespaces
+    lists them (its RBAC may not allow cluster-wide watches). A new or deleted request wakes the
+    scheduler at once (kopf's handlers may lag behind the watch under load)."""
+    if getattr(memo, "namespaces", None):
+        return
+    for name, kind in INFORMED.items():
+        wake = _wake_on_gpr_event(memo) if name == "gpr" else None
+        informer = Informer(memo.kube.api, kind.group, kind.version, kind.plural, kind.kind, wake)
+        setattr(memo, f"{name}_informer", informer)
+        setattr(memo, f"{name}_informer_task", asyncio.create_task(informer.run()))
+
+
+def _wake_on_gpr_event(memo: kopf.Memo) -> Callable[[str, Mapping[str, Any]], None]:
+    def wake(event_type: str, obj: Mapping[str, Any]) -> None:
+        if event_type != "MODIFIED" or (obj.get("metadata") or {}).get("deletionTimestamp"):
+            wake_scheduler(memo)
+
+    return wake
+
+
+def _informer(memo: kopf.Memo, name: str = "gpr") -> Informer | None:
+    """An informer (see INFORMED) once its first list is in."""
+    informer: Informer | None = getattr(memo, f"{name}_informer", None)
+    return informer if informer is not None and informer.synced.is_set() else None
+
+
+async def _list(memo: kopf.Memo, name: str) -> list[dict[str, Any]]:
+    """Every object of an informed kind: from its informer, else listed."""
+    informer = _informer(memo, name)
+    if informer is not None:
+        return informer.objects()
+    kind = INFORMED[name]
+    objects: list[dict[str, Any]] = await memo.kube.list(kind.api_version, kind.kind)
+    return objects
+
+
 async def _loop(memo: kopf.Memo) -> None:
     while getattr(memo, "kube", None) is None:
         await asyncio.sleep(0.1)
+    _start_informers(memo)
     while True:
         started = time.monotonic()
         try:
-            await run_pass(memo)
+            with metrics.observe_handler(GPR.kind, "scheduling_pass"):
+                await run_pass(memo)
         except asyncio.CancelledError:
             raise
         except Exception:  # one bad pass must not stop scheduling; the next one retries
@@ -166,16 +227,13 @@ async def _loop(memo: kopf.Memo) -> None:
 
 
 async def _read(memo: kopf.Memo) -> World:
-    kube: Kube = memo.kube
-    gprs = [
-        g for g in await kube.list(GPR.api_version, GPR.kind) if _watched(memo, g["metadata"]["namespace"])
-    ]
-    queues = await kube.list(GPUQUEUE.api_version, GPUQUEUE.kind)
-    colonies = {
-        _key(c): c
-        for c in await kube.list(COLONY.api_version, COLONY.kind)
-        if _watched(memo, c["metadata"]["namespace"])
-    }
+    """GPRs, GPUQueues and Colonies (from the informers, else listed at once), then the colony
+    clusters in play."""
+    all_gprs, queues, all_colonies = await asyncio.gather(
+        _list(memo, "gpr"), _list(memo, "queue"), _list(memo, "colony")
+    )
+    gprs = [g for g in all_gprs if _watched(memo, g["metadata"]["namespace"])]
+    colonies = {_key(c): c for c in all_colonies if _watched(memo, c["metadata"]["namespace"])}
     ready = {
         k: c
         for k, c in colonies.items()
@@ -208,14 +266,15 @@ async def _read_colony(memo: kopf.Memo, world: World, key: str) -> None:
         if cluster.get("phase") != "Ready":
             continue
         try:
-            client = await cluster_client(memo, namespace, name, cluster["name"])
+            client = await cluster_client(memo, namespace, name, cluster["name"], world.colonies[key])
             server = str(client.api.configuration.host)
             if server not in cache:
-                nodes = await asyncio.wait_for(client.list("v1", "Node"), CLUSTER_READ_TIMEOUT_S)
-                pods = await asyncio.wait_for(
-                    client.list("v1", "Pod", field_selector=UNFINISHED_PODS), CLUSTER_READ_TIMEOUT_S
+                cache[server] = await asyncio.wait_for(
+                    asyncio.gather(
+                        client.list("v1", "Node"), client.list("v1", "Pod", field_selector=UNFINISHED_PODS)
+                    ),
+                    CLUSTER_READ_TIMEOUT_S,
                 )
-                cache[server] = (nodes, pods)
         except (ClusterAccessError, KubeApiError, OSError, TimeoutError) as error:
             log.warning("colony %s cluster %s unreadable: %s", key, cluster["name"], error)
             continue
@@ -315,17 +374,14 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
         for name in namespace_queues
         if name.startswith(NAMESPACE_QUEUE_PREFIX)
     )
-    if not pending:
-        await _write_queue_status(memo, world, queues, running, pending, Decisions())
-        return None
-    # A reservation is "ours" only on the colony it was made through: the same physical cluster
-    # registered as two colonies must not sell its GPUs twice.
-    known: dict[str, set[str]] = {}
-    for r in running:
-        known.setdefault(r.placement.colony, set()).add(reservation_label(r.request.key))
+    known = known_reservations(running, world.gprs)
     nodes: list[GpuNode] = []
     for view in world.clusters.values():
         nodes += gpu_nodes(view.colony, view.cluster, view.nodes, view.pods, known.get(view.colony, set()))
+    if not pending:
+        _export_metrics(world, queues, nodes, running, pending, Decisions())
+        await _write_queue_status(memo, world, queues, running, pending, Decisions())
+        return None
     snapshot = Snapshot(
         now_s=world.now,
         pending=tuple(pending),
@@ -337,7 +393,7 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
         ),
         queues=queues,
         offers=tuple(o for o in getattr(memo, "catalog", ()) if o.cloud in SUPPORTED_CLOUDS),
-        placement_policy=cast(Any, os.environ.get("COLONY_PLACEMENT_POLICY", "cheapest")),
+        placement_policy=PLACEMENT_POLICY,
     )
     decisions = await asyncio.to_thread(schedule, snapshot)
     log.info(
@@ -351,9 +407,93 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
     )
     for key, estimate in sorted(decisions.estimates.items()):
         log.debug("waiting %s (#%d): %s", key, estimate.position, estimate.reason)
+    _export_metrics(world, snapshot.queues, nodes, running, pending, decisions)
     await _apply(memo, world, by_key, decisions)
     await _write_queue_status(memo, world, snapshot.queues, running, pending, decisions)
     return decisions
+
+
+def known_reservations(
+    running: Iterable[RunningRequest], gprs: Iterable[Mapping[str, Any]]
+) -> dict[str, set[str]]:
+    """Reservation labels per colony that are not foreign. A reservation is "ours" only on the
+    colony it was made through: the same physical cluster registered as two colonies must not sell
+    its GPUs twice. A request being deleted gives its GPUs back at once, like its quota: its label,
+    until its delete handler takes it off, is neither held by a running request nor foreign."""
+    known: dict[str, set[str]] = {}
+    for r in running:
+        known.setdefault(r.placement.colony, set()).add(reservation_label(r.request.key))
+    for gpr in gprs:
+        colony = (gpr.get("status") or {}).get("colony")
+        if gpr["metadata"].get("deletionTimestamp") and colony:
+            known.setdefault(str(colony), set()).add(reservation_label(_key(gpr)))
+    return known
+
+
+def _export_metrics(
+    world: World,
+    queues: Sequence[QueueQuota],
+    nodes: Sequence[GpuNode],
+    running: Sequence[RunningRequest],
+    pending: Sequence[GpuRequest],
+    decisions: Decisions,
+) -> None:
+    """Queue depth and estimated waits per queue, GPUs allocated/free per colony and GPU type."""
+    queue_of = {p.key: p.queue for p in pending}
+    waits: dict[str, list[float]] = {}
+    for key, estimate in decisions.estimates.items():
+        if estimate.start_s is not None and key in queue_of:
+            waits.setdefault(queue_of[key], []).append(max(0.0, estimate.start_s - world.now))
+    metrics.record_queues(
+        {
+            q.name: metrics.QueueStats(
+                pending=sum(1 for p in pending if p.queue == q.name),
+                admitted=sum(1 for r in running if r.request.queue == q.name),
+                waits=tuple(waits.get(q.name, ())),
+            )
+            for q in queues
+        }
+    )
+    inventory = gpu_inventory(world.clusters.values(), nodes, running)
+    metrics.record_gpus(
+        {
+            (colony.split("/", 1)[0], colony.split("/", 1)[-1], gpu_type): counts
+            for (colony, gpu_type), counts in inventory.items()
+        }
+    )
+
+
+def gpu_inventory(
+    views: Iterable[ClusterView], nodes: Sequence[GpuNode], running: Sequence[RunningRequest]
+) -> dict[tuple[str, str], tuple[int, int]]:
+    """(allocated, free) GPUs by (colony, GPU type) on the Ready schedulable nodes of the clusters
+    read: free is what the scheduler may still give out (its nodes' capacity minus what our running
+    requests hold), allocated is the rest (reservations and pods)."""
+    total: dict[tuple[str, str], int] = {}
+    for view in views:
+        for node in view.nodes:
+            status, labels = node.get("status") or {}, node["metadata"].get("labels") or {}
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+            )
+            product = labels.get(GPU_PRODUCT_LABEL)
+            if not ready or not product or (node.get("spec") or {}).get("unschedulable"):
+                continue
+            gpus = int(str((status.get("allocatable") or {}).get(GPU_RESOURCE, 0) or 0))
+            key = (view.colony, normalize_gpu(product))
+            total[key] = total.get(key, 0) + gpus
+    free: dict[tuple[str, str], int] = {}
+    for gpu_node in nodes:
+        key = (gpu_node.colony, gpu_node.gpu_type)
+        free[key] = free.get(key, 0) + gpu_node.capacity
+    for r in running:
+        key = (r.placement.colony, r.placement.gpu_type)
+        if key in free:
+            free[key] -= sum(n.gpus for n in r.placement.nodes)
+    return {
+        key: (max(0, gpus - max(0, free.get(key, 0))), min(gpus, max(0, free.get(key, 0))))
+        for key, gpus in total.items()
+    }
 
 
 def _order(colony: Mapping[str, Any]) -> str:
@@ -361,45 +501,47 @@ def _order(colony: Mapping[str, Any]) -> str:
     return value if str(value).lstrip("-").isdigit() else "0"
 
 
-async def _patch(memo: kopf.Memo, gpr: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+async def _concurrently(calls: Iterable[Awaitable[Any]], limit: int = WRITE_CONCURRENCY) -> None:
+    """Await `calls` with at most `limit` in flight; every call runs to its end, then the first
+    error (if any) is raised."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def bounded(call: Awaitable[Any]) -> None:
+        async with semaphore:
+            await call
+
+    results = await asyncio.gather(*(bounded(call) for call in calls), return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise errors[0]
+
+
+async def _patch(
+    memo: kopf.Memo, gpr: Mapping[str, Any], status: Mapping[str, Any], *, only_if_unchanged: bool = False
+) -> dict[str, Any] | None:
+    """Merge-patch the GPR's status; the patched GPR, or None when it is gone or, with
+    `only_if_unchanged`, when it changed since `gpr` was read (the status was computed from a stale
+    read)."""
     meta = gpr["metadata"]
+    version = meta.get("resourceVersion") if only_if_unchanged else None
     try:
-        await memo.kube.patch_status(GPR.api_version, GPR.kind, meta["name"], meta["namespace"], status)
-    except NotFound:
-        return False
-    return True
+        patched: dict[str, Any] = await memo.kube.patch_status(
+            GPR.api_version, GPR.kind, meta["name"], meta["namespace"], status, resource_version=version
+        )
+    except (NotFound, Conflict):
+        return None
+    if (informer := _informer(memo)) is not None:
+        informer.put(patched)  # the next pass sees this write even before the watch brings it
+    return patched
 
 
 async def _event(
     memo: kopf.Memo, gpr: Mapping[str, Any], reason: str, message: str, warning: bool = False
 ) -> None:
     """A Kubernetes Event on the GPR (posted directly: this loop runs outside kopf's handlers)."""
-    meta = gpr["metadata"]
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    try:
-        await memo.kube.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-                "involvedObject": {
-                    "apiVersion": GPR.api_version,
-                    "kind": GPR.kind,
-                    "name": meta["name"],
-                    "namespace": meta["namespace"],
-                    "uid": meta.get("uid"),
-                },
-                "reason": reason,
-                "message": message[:1024],
-                "type": "Warning" if warning else "Normal",
-                "source": {"component": "colony-operator"},
-                "firstTimestamp": now[:19] + "Z",
-                "lastTimestamp": now[:19] + "Z",
-                "count": 1,
-            }
-        )
-    except KubeApiError as error:
-        log.warning("could not post event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], error)
+    await events.post_now(
+        memo.kube, GPR.api_version, GPR.kind, gpr["metadata"], reason, message, warning=warning
+    )
 
 
 async def _label_nodes(world: World, gpr: Mapping[str, Any], add: bool) -> None:
@@ -449,10 +591,14 @@ async def release(memo: kopf.Memo, world: World, gpr: Mapping[str, Any], phase: 
         },
     )
     await _event(memo, gpr, f"GPR{phase}", message)
-    await _teardown_if_unused(memo, world, gpr)
+    await _teardown_if_unused(memo, world, gpr, released_at=world.now)
 
 
-async def _teardown_if_unused(memo: kopf.Memo, world: World, gpr: Mapping[str, Any]) -> None:
+async def _teardown_if_unused(
+    memo: kopf.Memo, world: World, gpr: Mapping[str, Any], released_at: float | None = None
+) -> None:
+    """Delete the GPR's provisioned (ephemeral) colony when no other request uses it; the teardown
+    latency is measured from `released_at` (default: the GPR's deletion or release time)."""
     provisioned = (gpr.get("status") or {}).get("provisionedColony")
     if not provisioned:
         return
@@ -469,7 +615,18 @@ async def _teardown_if_unused(memo: kopf.Memo, world: World, gpr: Mapping[str, A
         )
         and (g.get("status") or {}).get("phase") in (*RUNNING_PHASES, "Provisioning")
     ]
+    already_deleting = bool((world.all_colonies.get(key) or {}).get("metadata", {}).get("deletionTimestamp"))
     if not users and await memo.kube.delete(COLONY.api_version, COLONY.kind, provisioned, namespace):
+        if already_deleting:
+            return  # its teardown was requested (and counted) before, e.g. by its job
+        status, meta = gpr.get("status") or {}, gpr["metadata"]
+        released = (
+            released_at
+            or timestamp(status.get("releasedAt"))
+            or timestamp(meta.get("deletionTimestamp"))
+            or world.now
+        )
+        metrics.observe_teardown(metrics.teardown.GPR, time.time() - released)
         await _event(memo, gpr, "ColonyTornDown", f"ephemeral colony {provisioned} deletion requested")
 
 
@@ -555,20 +712,70 @@ async def _provisioning_failed(memo: kopf.Memo, world: World, gpr: dict[str, Any
 
 
 async def release_on_delete(memo: kopf.Memo, gpr: Mapping[str, Any]) -> None:
-    """A GPR is being deleted: free its nodes and tear down its ephemeral colony if unused."""
-    world = await _read(memo)
+    """A GPR is being deleted: free its nodes and tear down its ephemeral colony if unused. Only
+    the teardown needs every request and colony read (who else uses that colony); freeing nodes
+    needs only the clients of the request's own colony (a full read per deletion would make
+    deleting n requests cost n full reads)."""
+    status = gpr.get("status") or {}
+    world = await _read(memo) if status.get("provisionedColony") else await _read_own_colony(memo, status)
     await _label_nodes(world, gpr, add=False)
     await _teardown_if_unused(memo, world, gpr)
     wake_scheduler(memo)
+
+
+async def _read_own_colony(memo: kopf.Memo, status: Mapping[str, Any]) -> World:
+    """A World holding only the clients of the Ready clusters of the Ready colony a request holds
+    GPUs on (the clusters `_read` would give it; their nodes and pods are not read)."""
+    world = World(time.time(), [], [], {}, {})
+    key = str(status.get("colony") or "")
+    if "/" not in key or not status.get("nodes"):
+        return world
+    namespace, name = key.split("/", 1)
+    informer = _informer(memo, "colony")
+    colony = (
+        informer.get(key)
+        if informer is not None
+        else await memo.kube.get(COLONY.api_version, COLONY.kind, name, namespace)
+    )
+    if (
+        colony is None
+        or (colony.get("status") or {}).get("phase") != "Ready"
+        or colony["metadata"].get("deletionTimestamp")
+    ):
+        return world
+    for cluster in (colony.get("status") or {}).get("clusters") or []:
+        if cluster.get("phase") != "Ready":
+            continue
+        try:
+            client = await cluster_client(memo, namespace, name, cluster["name"], colony)
+        except (ClusterAccessError, KubeApiError, OSError) as error:
+            log.warning("colony %s cluster %s unreachable: %s", key, cluster["name"], error)
+            continue
+        world.clusters[(key, cluster["name"])] = ClusterView(key, cluster["name"], client, [], [])
+    return world
 
 
 async def _finish_admissions(memo: kopf.Memo, world: World, by_key: Mapping[str, dict[str, Any]]) -> None:
     """Admitted (status written) but not yet Ready (labels maybe missing): label, then Ready."""
     for gpr in by_key.values():
         if (gpr.get("status") or {}).get("phase") == "Admitted":
-            await _label_nodes(world, gpr, add=True)
-            await _patch(memo, gpr, {"phase": "Ready", "message": _ready_message(gpr.get("status") or {})})
-            await _event(memo, gpr, "GPRReady", _ready_message(gpr.get("status") or {}))
+            await _reserve(memo, world, gpr)
+
+
+async def _reserve(
+    memo: kopf.Memo, world: World, admitted: dict[str, Any], *announce: Awaitable[Any]
+) -> None:
+    """Label the nodes of an Admitted request (while `announce` is posted), then mark it Ready. A
+    request deleted meanwhile may have had its labels taken off by its delete handler before they
+    were put on: they are taken off again, else they would hold the GPUs forever."""
+    ready = _ready_message(admitted.get("status") or {})
+    await asyncio.gather(_label_nodes(world, admitted, add=True), *announce)
+    patched, _ = await asyncio.gather(
+        _patch(memo, admitted, {"phase": "Ready", "message": ready}),
+        _event(memo, admitted, "GPRReady", ready),
+    )
+    if patched is None or patched["metadata"].get("deletionTimestamp"):
+        await _label_nodes(world, admitted, add=False)
 
 
 def _ready_message(status: Mapping[str, Any]) -> str:
@@ -583,15 +790,13 @@ def _ready_message(status: Mapping[str, Any]) -> str:
 async def _apply(
     memo: kopf.Memo, world: World, by_key: Mapping[str, dict[str, Any]], decisions: Decisions
 ) -> None:
-    for victim in decisions.preemptions:
-        if victim.victim in by_key:
-            await _preempt(memo, world, by_key[victim.victim], victim)
-    for admit in decisions.admitted:
-        if admit.key in by_key:
-            await _admit(memo, world, by_key[admit.key], admit)
-    for provision in decisions.provisions:
-        if provision.key in by_key:
-            await _provision(memo, by_key[provision.key], provision)
+    """Preemptions, then admissions, then provisions; the requests of each step concurrently (each
+    request's own writes stay in order)."""
+    await _concurrently(
+        _preempt(memo, world, by_key[v.victim], v) for v in decisions.preemptions if v.victim in by_key
+    )
+    await _concurrently(_admit(memo, world, by_key[a.key], a) for a in decisions.admitted if a.key in by_key)
+    await _concurrently(_provision(memo, by_key[p.key], p) for p in decisions.provisions if p.key in by_key)
 
 
 async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admit) -> None:
@@ -625,10 +830,16 @@ async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admi
     }
     if not await _patch(memo, gpr, status):
         return
+    waited = max(0, int(world.now - (timestamp(gpr["metadata"].get("creationTimestamp")) or world.now)))
     admitted = {**gpr, "status": {**(gpr.get("status") or {}), **status}}
-    await _label_nodes(world, admitted, add=True)
-    await _patch(memo, admitted, {"phase": "Ready", "message": _ready_message(admitted["status"])})
-    await _event(memo, gpr, "GPRReady", _ready_message(admitted["status"]))
+    announce = _event(
+        memo,
+        gpr,
+        "GPRAdmitted",
+        f"{status['message']} from queue {_queue_name(world, gpr['metadata']['namespace'])} after "
+        f"{waited}s: {status['gpusAllocated']} {placement.gpu_type} GPU(s) on colony {placement.colony}",
+    )
+    await _reserve(memo, world, admitted, announce)
 
 
 async def _preempt(memo: kopf.Memo, world: World, victim: dict[str, Any], decision: Preempt) -> None:
@@ -689,60 +900,103 @@ async def _write_queue_status(
     pending: Sequence[GpuRequest],
     decisions: Decisions,
 ) -> None:
+    """Each queue's counts and usage, and the positions, wait estimates and messages of waiting
+    requests (in the background: they never hold up the next pass)."""
+    _write_estimates_later(memo, world, decisions)
+    await _concurrently(
+        _write_queue_usage(memo, world, queue, running, pending)
+        for queue in queues
+        if not queue.name.startswith(NAMESPACE_QUEUE_PREFIX)
+    )
+
+
+def _write_estimates_later(memo: kopf.Memo, world: World, decisions: Decisions) -> None:
+    """Start writing this pass's estimates unless the previous pass's are still being written
+    (then the next pass computes them afresh)."""
+    task: asyncio.Task[None] | None = getattr(memo, "estimate_writes", None)
+    if task is None or task.done():
+        memo.estimate_writes = asyncio.create_task(_write_estimates(memo, world, decisions))
+
+
+async def _write_estimates(memo: kopf.Memo, world: World, decisions: Decisions) -> None:
+    """The estimate updates that changed enough, at most ESTIMATE_WRITES_PER_PASS of them, in the
+    order of queue positions (the heads of every queue first). Each applies only to the version
+    of the request the pass read: one admitted or changed since keeps its newer status."""
     by_key = {_key(g): g for g in world.gprs}
-    for key, estimate in decisions.estimates.items():
+    updates = []
+    for key, estimate in sorted(decisions.estimates.items(), key=lambda item: (item[1].position, item[0])):
         gpr = by_key.get(key)
-        if gpr is None:
-            continue
-        status = gpr.get("status") or {}
-        wait = None if estimate.start_s is None else max(0, int(estimate.start_s - world.now))
-        previous = status.get("estimatedWaitSeconds")
-        moved = (wait is None) != (previous is None) or (
-            wait is not None
-            and previous is not None
-            and abs(wait - previous) > max(5, ESTIMATE_TOLERANCE * max(wait, previous))
+        update = estimate_update(world, gpr, estimate) if gpr is not None else {}
+        if gpr is not None and update:
+            updates.append(_patch(memo, gpr, update, only_if_unchanged=True))
+        if len(updates) == ESTIMATE_WRITES_PER_PASS:
+            break
+    try:
+        await _concurrently(updates, ESTIMATE_WRITE_CONCURRENCY)
+    except (KubeApiError, OSError, TimeoutError) as error:  # the next pass writes them again
+        log.warning("writing wait estimates failed: %s", error)
+
+
+def position_moved(previous: int | None, position: int) -> bool:
+    """Whether a queue position changed enough to be rewritten (see EXACT_POSITIONS)."""
+    if previous == position:
+        return False
+    if previous is None or min(previous, position) <= EXACT_POSITIONS:
+        return True
+    return abs(position - previous) > ESTIMATE_TOLERANCE * previous
+
+
+def estimate_update(world: World, gpr: Mapping[str, Any], estimate: Estimate) -> dict[str, Any]:
+    """The status fields of a waiting request to rewrite for `estimate` (empty: none moved enough)."""
+    status = gpr.get("status") or {}
+    wait = None if estimate.start_s is None else max(0, int(estimate.start_s - world.now))
+    previous = status.get("estimatedWaitSeconds")
+    moved = (wait is None) != (previous is None) or (
+        wait is not None
+        and previous is not None
+        and abs(wait - previous) > max(5, ESTIMATE_TOLERANCE * max(wait, previous))
+    )
+    update: dict[str, Any] = {}
+    if position_moved(status.get("positionInQueue"), estimate.position):
+        update["positionInQueue"] = estimate.position
+    if moved:
+        update["estimatedWaitSeconds"] = wait
+        update["estimatedStartTime"] = (
+            None if estimate.start_s is None else format_time(datetime.fromtimestamp(estimate.start_s, UTC))
         )
-        update: dict[str, Any] = {}
-        if status.get("positionInQueue") != estimate.position:
-            update["positionInQueue"] = estimate.position
-        if moved:
-            update["estimatedWaitSeconds"] = wait
-            update["estimatedStartTime"] = (
-                None
-                if estimate.start_s is None
-                else format_time(datetime.fromtimestamp(estimate.start_s, UTC))
-            )
-        if status.get("phase") == "Queued" and status.get("message") != estimate.reason:
-            update["message"] = estimate.reason
-        queue_name = _public_queue(_queue_name(world, gpr["metadata"]["namespace"]))
-        if status.get("queue") != queue_name:
-            update["queue"] = queue_name
-        if update:
-            await _patch(memo, gpr, update)
-    for queue in queues:
-        if queue.name.startswith(NAMESPACE_QUEUE_PREFIX):
-            continue
-        used: dict[str, int] = {}
-        for request in running:
-            if request.request.queue == queue.name:
-                used[request.placement.gpu_type] = (
-                    used.get(request.placement.gpu_type, 0) + request.request.gpus
-                )
-        status = {
-            "pending": sum(1 for p in pending if p.queue == queue.name),
-            "admitted": sum(1 for r in running if r.request.queue == queue.name),
-            "usage": [
-                {
-                    "gpuType": gpu_type,
-                    "used": count,
-                    "borrowed": max(0, count - queue.nominal.get(gpu_type, 0)),
-                }
-                for gpu_type, count in sorted(used.items())
-            ],
-        }
-        current = next((q for q in world.queues if q["metadata"]["name"] == queue.name), {})
-        if {k: (current.get("status") or {}).get(k) for k in status} != status:
-            try:
-                await memo.kube.patch_status(GPUQUEUE.api_version, GPUQUEUE.kind, queue.name, None, status)
-            except NotFound:
-                continue
+    if status.get("phase") == "Queued" and status.get("message") != estimate.reason:
+        update["message"] = estimate.reason
+    queue_name = _public_queue(_queue_name(world, gpr["metadata"]["namespace"]))
+    if status.get("queue") != queue_name:
+        update["queue"] = queue_name
+    return update
+
+
+async def _write_queue_usage(
+    memo: kopf.Memo,
+    world: World,
+    queue: QueueQuota,
+    running: Sequence[RunningRequest],
+    pending: Sequence[GpuRequest],
+) -> None:
+    """A GPUQueue's pending and admitted counts and GPUs in use per type, when they changed."""
+    used: dict[str, int] = {}
+    for request in running:
+        if request.request.queue == queue.name:
+            used[request.placement.gpu_type] = used.get(request.placement.gpu_type, 0) + request.request.gpus
+    status = {
+        "pending": sum(1 for p in pending if p.queue == queue.name),
+        "admitted": sum(1 for r in running if r.request.queue == queue.name),
+        "usage": [
+            {
+                "gpuType": gpu_type,
+                "used": count,
+                "borrowed": max(0, count - queue.nominal.get(gpu_type, 0)),
+            }
+            for gpu_type, count in sorted(used.items())
+        ],
+    }
+    current = next((q for q in world.queues if q["metadata"]["name"] == queue.name), {})
+    if {k: (current.get("status") or {}).get(k) for k in status} != status:
+        with contextlib.suppress(NotFound):
+            await memo.kube.patch_status(GPUQUEUE.api_version, GPUQUEUE.kind, queue.name, None, status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import kopf
@@ -22,7 +23,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 60
     settings.watching.client_timeout = 90
     settings.execution.max_workers = 20
-    settings.posting.level = 20  # INFO and above become Kubernetes Events
+    # Handler logs of WARNING and above become Kubernetes Events (with every state change, which is
+    # posted explicitly by colony.events); INFO lines, kopf's "Handler ... succeeded" among them,
+    # stay in the log: as Events they were several API writes per object and timer run.
+    settings.posting.level = logging.WARNING
     # A deleted object keeps its finalizer until its timers have exited; a timer caught mid-run is
     # re-checked after this many seconds (kopf's default of 60 s stalled deletions for a minute).
     settings.background.cancellation_polling = 1.0

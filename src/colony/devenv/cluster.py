@@ -72,7 +72,10 @@ class LocalCluster:
         scheduler: bool = True,
         controller_manager: bool = False,
         kwok: bool = True,
+        audit_policy: str | None = None,
     ) -> None:
+        """`audit_policy`: an audit Policy (YAML) for the API server; every event it selects is
+        written as one JSON line to `audit_log_path`."""
         self.name = name
         self.tools = tools
         self._own_workdir = workdir is None
@@ -85,6 +88,8 @@ class LocalCluster:
         self.kubeconfig_path = self.workdir / "kubeconfig"
         self._processes: list[ManagedProcess] = []
         self._pki: ClusterPKI | None = None
+        self.audit_policy = audit_policy
+        self.audit_log_path: Path | None = self.workdir / "audit.log" if audit_policy is not None else None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -159,6 +164,16 @@ class LocalCluster:
             "healthy etcd",
         )
         self.api_port = free_port()
+        audit_flags: list[str] = []
+        if self.audit_policy is not None and self.audit_log_path is not None:
+            policy = self.workdir / "audit-policy.yaml"
+            policy.write_text(self.audit_policy)
+            audit_flags = [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log_path}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
+            ]
         apiserver = self._spawn(
             "kube-apiserver",
             [
@@ -182,6 +197,7 @@ class LocalCluster:
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
                 "--profiling=false",
                 "--v=0",
+                *audit_flags,
             ],
         )
         context = ssl.create_default_context(cafile=str(pki.serving_ca))

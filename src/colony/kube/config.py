@@ -9,6 +9,9 @@ from typing import Any
 from kubernetes_asyncio import client, config
 
 _TEMP_DIR = tempfile.mkdtemp(prefix="colony-kubeconfig-")
+CONNECTIONS = 32
+"""Requests a client has in flight at once (the library's default is 5 per CPU): the GPR scheduler
+admits and releases many requests concurrently, each a few sequential writes."""
 
 
 async def api_client_from_kubeconfig(kubeconfig: Mapping[str, Any]) -> client.ApiClient:
@@ -20,6 +23,7 @@ async def api_client_from_kubeconfig(kubeconfig: Mapping[str, Any]) -> client.Ap
     await config.load_kube_config_from_dict(
         dict(kubeconfig), client_configuration=configuration, temp_file_path=_TEMP_DIR
     )
+    configuration.connection_pool_maxsize = CONNECTIONS
     return client.ApiClient(configuration)
 
 
@@ -30,4 +34,5 @@ async def default_api_client() -> client.ApiClient:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
         await config.load_kube_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = CONNECTIONS
     return client.ApiClient(configuration)

@@ -45,14 +45,19 @@ class Kube:
     def __init__(self, api: ApiClient) -> None:
         self.api = api
         self._dynamic: DynamicClient | None = None
+        # (apiVersion, kind) -> discovered resource: the dynamic client's search is costly per request.
+        self._resources: dict[tuple[str, str], Any] = {}
 
     async def _path(self, api_version: str, kind: str, name: str | None, namespace: str | None) -> str:
-        if self._dynamic is None:
-            self._dynamic = await DynamicClient(self.api)
-        try:
-            resource = await self._dynamic.resources.get(api_version=api_version, kind=kind)
-        except ResourceNotFoundError as error:
-            raise NotFound(404, "NotFound", f"{kind} ({api_version}) is not served") from error
+        resource = self._resources.get((api_version, kind))
+        if resource is None:
+            if self._dynamic is None:
+                self._dynamic = await DynamicClient(self.api)
+            try:
+                resource = await self._dynamic.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError as error:
+                raise NotFound(404, "NotFound", f"{kind} ({api_version}) is not served") from error
+            self._resources[(api_version, kind)] = resource
         path: str = resource.path(name=name, namespace=namespace if resource.namespaced else None)
         return path
 
@@ -169,8 +174,10 @@ class Kube:
         body = {"metadata": {"labels": dict(labels)}}
         return await self._call("PATCH", path, body=body, content_type="application/merge-patch+json")
 
-    async def create(self, manifest: Mapping[str, Any]) -> Object:
-        """Create an object (POST; `metadata.generateName` works)."""
+    async def create(self, manifest: Mapping[str, Any], *, field_manager: str | None = None) -> Object:
+        """Create an object (POST; `metadata.generateName` works); Conflict when it exists.
+        `field_manager` names the owner of its fields (default: the client's user agent)."""
         meta = manifest["metadata"]
         path = await self._path(manifest["apiVersion"], manifest["kind"], None, meta.get("namespace"))
-        return await self._call("POST", path, body=dict(manifest))
+        query = [("fieldManager", field_manager)] if field_manager else []
+        return await self._call("POST", path, body=dict(manifest), query=query)

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the operator (prefix `colony_`), served by `colony operator --metrics-port`."""
+"""Cost: price and accrued cost per colony, GPU-hours and cost per job (DDPJob or GPR)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from prometheus_client import Gauge, start_http_server
+from prometheus_client import Gauge
 
 PRICE_PER_HOUR = Gauge(
     "colony_price_per_hour_usd", "USD per hour of a colony's billed clusters.", ["namespace", "colony"]
@@ -14,11 +14,6 @@ PRICE_PER_HOUR = Gauge(
 COST_ACCRUED = Gauge("colony_cost_accrued_usd", "USD a colony has accrued.", ["namespace", "colony"])
 JOB_GPU_HOURS = Gauge("colony_job_gpu_hours", "GPU-hours a job has used.", ["namespace", "kind", "job"])
 JOB_COST = Gauge("colony_job_cost_usd", "USD a job has cost.", ["namespace", "kind", "job"])
-
-
-def serve(port: int, address: str = "0.0.0.0") -> None:
-    """Serve /metrics on `address:port` from a background thread."""
-    start_http_server(port, addr=address)
 
 
 def record_colony_cost(namespace: str, colony: str, status: Mapping[str, Any]) -> None:
@@ -34,8 +29,8 @@ def record_job_usage(namespace: str, kind: str, job: str, usage: Mapping[str, An
         JOB_COST.labels(namespace, kind, job).set(float(usage["cost"]))
 
 
-def forget_colony(namespace: str, colony: str) -> None:
-    """Drop a deleted colony's series."""
+def forget_colony_cost(namespace: str, colony: str) -> None:
+    """Drop a deleted colony's cost series."""
     for gauge in (PRICE_PER_HOUR, COST_ACCRUED):
         with contextlib.suppress(KeyError):
             gauge.remove(namespace, colony)

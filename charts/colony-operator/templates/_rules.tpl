@@ -1,0 +1,104 @@
+{{/*
+RBAC rules of the operator (see rbac.yaml). Every entry names what uses it; the RBAC audit test
+(tests/integration/test_rbac_audit.py) fails when a rule is missing or unused.
+*/}}
+
+{{/* Rules that are cluster-wide whatever watchNamespaces says. */}}
+{{- define "colony-operator.rules.cluster" -}}
+# kopf discovers the served resources by watching the CRDs.
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list, watch]
+# The GPR scheduler reads every colony and request (shared colonies, cluster-wide queues), and
+# hosted control-plane ports are allocated against every colony's recorded ports.
+- apiGroups: [infra.exalsius.ai]
+  resources: [colonies, gpuprovisioningrequests]
+  verbs: [list]
+# GPUQueues are cluster-scoped: watched for quota changes, their usage written to status.
+- apiGroups: [infra.exalsius.ai]
+  resources: [gpuqueues]
+  verbs: [list, watch]
+- apiGroups: [infra.exalsius.ai]
+  resources: [gpuqueues/status]
+  verbs: [patch]
+{{- if include "colony-operator.namespacedRbac" . }}
+# kopf in namespaced mode follows which namespaces exist.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+# A DDPJob without targetColony runs in the management cluster: its namespace is server-side
+# applied like in any colony cluster.
+- apiGroups: [""]
+  resources: [namespaces]
+  resourceNames: {{- toYaml .Values.watchNamespaces | nindent 4 }}
+  verbs: [patch]
+{{- else }}
+# A DDPJob without targetColony runs in the management cluster: its namespace is server-side
+# applied like in any colony cluster.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [patch]
+{{- end }}
+{{- end -}}
+
+{{/* Rules in the watched namespaces (a Role each, or the ClusterRole when watching all). */}}
+{{- define "colony-operator.rules.namespaced" -}}
+# Colonies and GPRs: kopf handlers (finalizers, progress annotations); colonies created for GPU
+# requests (server-side apply) and deleted when ephemeral and unused; GPRs created for DDPJobs with
+# gpuTypes and deleted when the job ends.
+- apiGroups: [infra.exalsius.ai]
+  resources: [colonies, gpuprovisioningrequests]
+  verbs: [create, delete, get, patch, watch]
+- apiGroups: [infra.exalsius.ai]
+  resources: [colonies/status, gpuprovisioningrequests/status]
+  verbs: [patch]
+# DDPJobs: kopf handlers; active jobs of a colony are counted; expired jobs (ttlSecondsAfterFinished)
+# are deleted.
+- apiGroups: [training.exalsius.ai]
+  resources: [ddpjobs]
+  verbs: [delete, list, patch, watch]
+- apiGroups: [training.exalsius.ai]
+  resources: [ddpjobs/status]
+  verbs: [patch]
+# Events on every state change (kopf and the GPR scheduler).
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+# Secrets: colony clusters' <cluster>-kubeconfig Secrets and W&B key references are read; a plain
+# wandbApiKey is moved into <job>-wandb; a job on the management cluster gets (and on deletion loses)
+# its W&B Secret like any colony cluster.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create, delete, get, list, patch]
+# The workers of a DDPJob without targetColony: Service, Volcano PodGroup and pods.
+- apiGroups: [""]
+  resources: [pods, services]
+  verbs: [create, delete, list, patch]
+- apiGroups: [scheduling.volcano.sh]
+  resources: [podgroups]
+  verbs: [create, delete, list, patch]
+# Cluster API objects of each colony cluster (server-side applied, pruned, deleted with the colony);
+# Cluster events refresh the colony's status.
+- apiGroups: [cluster.x-k8s.io]
+  resources: [clusters]
+  verbs: [create, delete, list, patch, watch]
+- apiGroups: [cluster.x-k8s.io]
+  resources: [machinedeployments, machines]
+  verbs: [create, delete, list, patch]
+- apiGroups: [infrastructure.cluster.x-k8s.io]
+  resources: [awsclusters, awsmachinetemplates, dockerclusters, dockermachinetemplates, remoteclusters, remotemachines]
+  verbs: [create, delete, list, patch]
+- apiGroups: [bootstrap.cluster.x-k8s.io]
+  resources: [k0sworkerconfigs, k0sworkerconfigtemplates]
+  verbs: [create, delete, list, patch]
+- apiGroups: [controlplane.cluster.x-k8s.io]
+  resources: [k0scontrolplanes, k0smotroncontrolplanes]
+  verbs: [create, delete, list, patch]
+# CAAPH: one HelmChartProxy per add-on; the HelmReleaseProxies CAAPH creates report readiness.
+- apiGroups: [addons.cluster.x-k8s.io]
+  resources: [helmchartproxies]
+  verbs: [create, delete, list, patch]
+- apiGroups: [addons.cluster.x-k8s.io]
+  resources: [helmreleaseproxies]
+  verbs: [list]
+{{- end -}}

@@ -1,0 +1,97 @@
+"""`colony render`: print the manifests the operator would create for a Colony or DDPJob, offline.
+
+It calls the same pure functions the controllers call (render.resources, then render_colony /
+render_ddpjob), so what it prints is what the operator applies: for a Colony, the Cluster API
+objects and HelmChartProxies in the management cluster; for a DDPJob, the Service, PodGroup and
+worker pods of its current attempt in the cluster it is placed on. An object read back from the
+cluster (`kubectl get ddpjob x -o yaml`) renders with its uid, recorded ports and attempt.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from pydantic import ValidationError
+
+from colony.api import COLONY, DDPJOB
+from colony.cli.kube import (
+    EXIT_USAGE,
+    CliError,
+    NamespaceOption,
+    cli_errors,
+    load_documents,
+    resolve_namespace,
+    with_namespace,
+)
+from colony.render.contract import Manifest
+from colony.render.resources import render_colony_resource, render_ddpjob_resource
+
+
+def render_document(document: dict[str, Any]) -> tuple[list[Manifest], list[str]]:
+    """(manifests, problems) for one Colony or DDPJob object with metadata.namespace set."""
+    kind, name = document.get("kind"), document["metadata"].get("name")
+    if not name:
+        raise CliError(f"a {kind} without metadata.name cannot be rendered", EXIT_USAGE)
+    try:
+        if kind == COLONY.kind and document.get("apiVersion") == COLONY.api_version:
+            # the controller's own list of what it applies (imported here: it loads kopf)
+            from colony.controllers.colony_children import desired_objects
+
+            rendered = render_colony_resource(document)
+            return desired_objects(rendered), list(rendered.problems)
+        if kind == DDPJOB.kind and document.get("apiVersion") == DDPJOB.api_version:
+            return list(render_ddpjob_resource(document).manifests), []
+    except ValidationError as error:
+        problems = "; ".join(f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
+        raise CliError(f"{kind} {name} is invalid: {problems}") from error
+    except ValueError as error:
+        raise CliError(f"{kind} {name} cannot be rendered: {error}") from error
+    raise CliError(
+        f"{kind} {name}: render knows {COLONY.kind} ({COLONY.api_version}) and "
+        f"{DDPJOB.kind} ({DDPJOB.api_version})",
+        EXIT_USAGE,
+    )
+
+
+def to_yaml(sections: list[tuple[dict[str, Any], list[Manifest]]]) -> str:
+    """Multi-document YAML, each source object's manifests under a comment naming it."""
+    parts = []
+    for source, manifests in sections:
+        meta = source["metadata"]
+        header = f"# {source['kind']} {meta['namespace']}/{meta['name']}: {len(manifests)} object(s)"
+        documents = [yaml.safe_dump(m, sort_keys=False).rstrip("\n") for m in manifests]
+        parts.append(header + "\n" + "\n---\n".join(documents))
+    return "\n---\n".join(parts)
+
+
+@cli_errors
+def render(
+    file: Annotated[
+        Path, typer.Option("--file", "-f", help="YAML with Colonies and/or DDPJobs ('-': stdin).")
+    ],
+    output: Annotated[str, typer.Option("--output", "-o", help="yaml or json.")] = "yaml",
+    namespace: NamespaceOption = None,
+) -> None:
+    """Print the manifests the operator would create for the Colonies and DDPJobs in FILE.
+
+    No cluster is needed; problems such as unknown add-ons go to stderr.
+    """
+    if output not in ("yaml", "json"):
+        raise CliError(f"-o {output}: use yaml or json", EXIT_USAGE)
+    default = resolve_namespace(None) if namespace is None else namespace
+    sections = []
+    for document in load_documents(file):
+        placed = with_namespace(document, namespace, default)
+        manifests, problems = render_document(placed)
+        for problem in problems:
+            typer.echo(f"warning: {placed['kind']} {placed['metadata']['name']}: {problem}", err=True)
+        sections.append((placed, manifests))
+    if output == "json":
+        items = [m for _, manifests in sections for m in manifests]
+        typer.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))
+    else:
+        typer.echo(to_yaml(sections))

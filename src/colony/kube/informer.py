@@ -1,0 +1,145 @@
+"""An informer: the objects of one kind kept in memory by a LIST and a WATCH from its version.
+
+A reader takes `objects()` instead of listing the kind again (a LIST of thousands of objects costs
+the API server and the reader seconds; the watch delivers only changes). Writers that know a newer
+version of an object than the watch has delivered yet (the answer to their own PATCH) `put` it, so
+the next reader sees their write at once. Each object keeps the newest version seen, by
+resourceVersion (etcd revisions, compared as integers; a version that is not an integer always wins).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubernetes_asyncio import client, watch
+
+log = logging.getLogger(__name__)
+
+RELIST_DELAY_S = 1.0
+"""Pause before listing again after the watch failed."""
+
+
+def _version(obj: Mapping[str, Any]) -> int | None:
+    value = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return int(value) if value.isdigit() else None
+
+
+def newer(candidate: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether `candidate` is at least as new as `current` (two versions of one object)."""
+    a, b = _version(candidate), _version(current)
+    return a is None or b is None or a >= b
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """`namespace/name` (or `name` for a cluster-scoped object)."""
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta["name"])
+
+
+class Informer:
+    """The objects of one custom resource kind, cluster-wide, kept by LIST + WATCH (`run`)."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        group: str,
+        version: str,
+        plural: str,
+        kind: str,
+        on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        """`on_event(type, object)` is called after each watch event is applied."""
+        self.api = api
+        self.on_event = on_event
+        self.group, self.version, self.plural, self.kind = group, version, plural, kind
+        self._objects: dict[str, dict[str, Any]] = {}
+        self._deleted: dict[str, int] = {}
+        """Versions at which objects were seen deleted (a late `put` must not bring them back)."""
+        self.synced = asyncio.Event()
+        """Set once the first LIST is in; `objects()` is complete from then on."""
+
+    def objects(self) -> list[dict[str, Any]]:
+        """Every object, newest version known (the dicts are never changed in place)."""
+        return list(self._objects.values())
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The object `namespace/name` (or `name`), None when there is none."""
+        return self._objects.get(key)
+
+    def put(self, obj: Mapping[str, Any]) -> None:
+        """Keep `obj` unless a newer version of it (or its deletion) is known."""
+        key = object_key(obj)
+        current = self._objects.get(key)
+        deleted, version = self._deleted.get(key), _version(obj)
+        if deleted is not None and version is not None and version <= deleted:
+            return
+        if current is None or newer(obj, current):
+            self._objects[key] = {"apiVersion": f"{self.group}/{self.version}", "kind": self.kind, **obj}
+
+    def remove(self, obj: Mapping[str, Any]) -> None:
+        """The object was deleted (at `obj`'s version)."""
+        key = object_key(obj)
+        current = self._objects.get(key)
+        if current is not None and not newer(obj, current):
+            return  # a later version was seen: the object was created again
+        self._objects.pop(key, None)
+        if (version := _version(obj)) is not None:
+            self._deleted[key] = version
+
+    def apply(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        """One watch event."""
+        if event_type == "DELETED":
+            self.remove(obj)
+        elif event_type in ("ADDED", "MODIFIED"):
+            self.put(obj)
+        else:
+            return
+        if self.on_event is not None:
+            self.on_event(event_type, obj)
+
+    def replace(self, items: list[dict[str, Any]]) -> None:
+        """A fresh LIST: exactly these objects (newer versions already known are kept)."""
+        fresh = {object_key(item): item for item in items}
+        for key in list(self._objects):
+            if key not in fresh:
+                del self._objects[key]
+        self._deleted.clear()
+        for item in items:
+            self.put(item)
+
+    async def run(self) -> None:
+        """LIST, then WATCH from the list's version; LIST again whenever the watch fails."""
+        api = client.CustomObjectsApi(self.api)
+        while True:
+            try:
+                listed = await api.list_cluster_custom_object(self.group, self.version, self.plural)
+                self.replace(listed.get("items") or [])
+                self.synced.set()
+                await self._watch(api, listed["metadata"]["resourceVersion"])
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # the API server went away or expired our version: relist
+                log.warning("%s watch ended (%s); listing again", self.plural, error)
+            await asyncio.sleep(RELIST_DELAY_S)
+
+    async def _watch(self, api: client.CustomObjectsApi, version: str) -> None:
+        """Apply events until the stream fails (an expired version raises ApiException 410); the
+        stream reconnects by itself from the last version seen when the server closes it."""
+        stream = watch.Watch()
+        try:
+            async for event in stream.stream(
+                api.list_cluster_custom_object,
+                self.group,
+                self.version,
+                self.plural,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+            ):
+                self.apply(str(event.get("type")), event["object"])
+        finally:
+            with contextlib.suppress(Exception):
+                await stream.close()

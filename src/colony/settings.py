@@ -1,0 +1,54 @@
+"""Operator settings read from environment variables, validated with errors that name the variable.
+
+Controllers read their settings through these functions at import, so a bad value stops
+`colony operator` at startup with one clear line instead of failing later inside a handler.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import get_args
+
+from colony.scheduling.queueing.model import PlacementPolicy
+
+PLACEMENT_POLICIES: tuple[str, ...] = get_args(PlacementPolicy)
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no", "")
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value the operator cannot use."""
+
+
+def positive_seconds(name: str, default: float) -> float:
+    """The number of seconds in `name` (default when unset); it must be a number above zero."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a number of seconds (e.g. {name}={default:g})") from None
+    if not value > 0:
+        raise SettingsError(f"{name}={raw!r} must be above zero")
+    return value
+
+
+def flag(name: str, default: bool = False) -> bool:
+    """`true`/`false` (also 1/0, yes/no) in `name`; default when unset."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise SettingsError(f"{name}={raw!r} must be true or false")
+
+
+def placement_policy() -> PlacementPolicy:
+    """COLONY_PLACEMENT_POLICY: how GPRs are placed on nodes (default `cheapest`)."""
+    raw = os.environ.get("COLONY_PLACEMENT_POLICY", "cheapest")
+    if raw not in PLACEMENT_POLICIES:
+        raise SettingsError(f"COLONY_PLACEMENT_POLICY={raw!r} is not one of {', '.join(PLACEMENT_POLICIES)}")
+    return raw  # type: ignore[return-value]  # checked against the Literal's values above

@@ -1,0 +1,238 @@
+"""What the GPR scheduling loop writes, and how much, when thousands of requests wait: decisions
+applied concurrently (preemptions before admissions), wait estimates bounded per pass and written
+only onto the version they were computed from, a deleted request released without reading every
+request, and the informer that spares each pass a LIST of every request."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, cast
+
+import kopf
+import pytest
+
+from colony.controllers import gpr_scheduler
+from colony.controllers.gpr_scheduler import (
+    ESTIMATE_WRITES_PER_PASS,
+    ClusterView,
+    World,
+    _apply,
+    _concurrently,
+    _write_estimates,
+    known_reservations,
+    position_moved,
+    release_on_delete,
+)
+from colony.kube.informer import Informer, newer
+from colony.kube.resources import Conflict
+from colony.scheduling.queueing.model import (
+    Admit,
+    Decisions,
+    Estimate,
+    NodeAllocation,
+    Placement,
+    Preempt,
+)
+from colony.scheduling.queueing.objects import gpu_nodes, reservation_label
+
+
+def _gpr(name: str, version: int = 1, **status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "infra.exalsius.ai/v1",
+        "kind": "GPUProvisioningRequest",
+        "metadata": {"name": name, "namespace": "team", "resourceVersion": str(version), "uid": name},
+        "spec": {"gpuShape": "H100", "numberOfGPUs": 1},
+        "status": status,
+    }
+
+
+class _Kube:
+    """Records writes; `conflicts` names requests whose preconditioned patches fail."""
+
+    def __init__(self, conflicts: frozenset[str] = frozenset()) -> None:
+        self.patches: list[tuple[str, dict[str, Any], str | None]] = []
+        self.listed: list[str] = []
+        self.conflicts = conflicts
+        self.in_flight = self.most_in_flight = 0
+        self.api = None
+
+    async def patch_status(
+        self, api_version: str, kind: str, name: str, namespace: str | None, status: Any, **kw: Any
+    ) -> dict[str, Any]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(0.001)
+        self.in_flight -= 1
+        version = kw.get("resource_version")
+        if version is not None and name in self.conflicts:
+            raise Conflict(409, "Conflict", "changed")
+        self.patches.append((name, dict(status), version))
+        return _gpr(name, 99, **status)
+
+    async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        return manifest
+
+    async def list(self, api_version: str, kind: str, *args: Any, **kw: Any) -> list[dict[str, Any]]:
+        self.listed.append(kind)
+        return []
+
+    async def get(self, *args: Any, **kw: Any) -> None:
+        return None
+
+
+def _memo(kube: _Kube) -> kopf.Memo:
+    return cast(kopf.Memo, kopf.Memo(kube=kube, namespaces=["team"]))
+
+
+def test_positions_near_the_head_are_exact_further_back_within_a_tenth() -> None:
+    assert position_moved(None, 40) and position_moved(3, 2) and position_moved(12, 9)
+    assert not position_moved(7, 7)
+    assert not position_moved(1000, 950) and position_moved(1000, 899)
+    assert not position_moved(40, 37) and position_moved(40, 35)
+
+
+async def test_estimate_writes_are_bounded_heads_first_and_only_onto_the_version_read() -> None:
+    count = ESTIMATE_WRITES_PER_PASS + 50
+    gprs = [_gpr(f"r{i:04d}", version=10 + i, phase="Queued") for i in range(count)]
+    world = World(time.time(), gprs, [], {}, {})
+    estimates = {f"team/r{i:04d}": Estimate(count - i, None, "waiting for quota") for i in range(count)}
+    kube = _Kube(conflicts=frozenset({f"r{count - 1:04d}"}))
+    await _write_estimates(_memo(kube), world, Decisions(estimates=estimates))
+    assert len(kube.patches) == ESTIMATE_WRITES_PER_PASS - 1  # the head's write met a newer version
+    positions = [status["positionInQueue"] for _, status, _ in kube.patches]
+    assert positions == list(range(2, ESTIMATE_WRITES_PER_PASS + 1))
+    assert all(version == str(10 + count - status["positionInQueue"]) for _, status, version in kube.patches)
+    assert kube.most_in_flight <= gpr_scheduler.ESTIMATE_WRITE_CONCURRENCY
+
+
+async def test_unchanged_estimates_are_not_written_again() -> None:
+    gpr = _gpr("r", phase="Queued", positionInQueue=3, message="waiting for quota", queue=None)
+    world = World(time.time(), [gpr], [], {}, {})
+    kube = _Kube()
+    await _write_estimates(
+        _memo(kube), world, Decisions(estimates={"team/r": Estimate(3, None, "waiting for quota")})
+    )
+    assert kube.patches == []
+
+
+async def test_concurrent_calls_are_bounded_all_run_and_the_first_error_is_raised() -> None:
+    running = most = 0
+    done: list[int] = []
+
+    async def call(i: int) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.001)
+        running -= 1
+        done.append(i)
+        if i in (3, 7):
+            raise ValueError(i)
+
+    with pytest.raises(ValueError, match="3"):
+        await _concurrently((call(i) for i in range(20)), limit=4)
+    assert sorted(done) == list(range(20)) and most == 4
+
+
+async def test_preemptions_are_written_before_any_admission() -> None:
+    victims = [_gpr(f"low{i}", phase="Ready", nodes=[]) for i in range(5)]
+    winners = [_gpr(f"high{i}", phase="Queued") for i in range(5)]
+    world = World(time.time(), victims + winners, [], {}, {})
+    placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 1),))
+    decisions = Decisions(
+        admitted=tuple(Admit(f"team/high{i}", placement) for i in range(5)),
+        preemptions=tuple(Preempt(f"team/low{i}", f"team/high{i}", "priority") for i in range(5)),
+    )
+    kube = _Kube()
+    by_key = {f"team/{g['metadata']['name']}": g for g in victims + winners}
+    await _apply(_memo(kube), world, by_key, decisions)
+    phases = [status.get("phase") for _, status, _ in kube.patches]
+    assert phases.count("Queued") == 5 and phases.count("Admitted") == 5 and phases.count("Ready") == 5
+    assert max(i for i, p in enumerate(phases) if p == "Queued") < phases.index("Admitted")
+
+
+async def test_a_deleted_request_is_released_without_listing_every_request() -> None:
+    kube = _Kube()
+    gpr = _gpr("done", phase="Ready", colony="pool/pool", nodes=[{"cluster": "c", "node": "n", "gpus": 1}])
+    await release_on_delete(_memo(kube), gpr)
+    assert kube.listed == []
+
+
+def test_informer_keeps_the_newest_version_of_each_object() -> None:
+    informer = Informer(cast(Any, None), "infra.exalsius.ai", "v1", "gpuprovisioningrequests", "GPR")
+    informer.replace([_gpr("a", 5), _gpr("b", 6)])
+    informer.put(_gpr("a", 9, phase="Admitted"))  # our own write, answered before the watch has it
+    informer.apply("MODIFIED", _gpr("a", 7, phase="Queued"))  # the watch, late
+    assert {o["metadata"]["name"]: o["status"].get("phase") for o in informer.objects()} == {
+        "a": "Admitted",
+        "b": None,
+    }
+    informer.apply("DELETED", _gpr("b", 10))
+    informer.put(_gpr("b", 8, phase="Ready"))  # a write answered before the deletion
+    assert [o["metadata"]["name"] for o in informer.objects()] == ["a"]
+    informer.apply("ADDED", _gpr("b", 12))  # created again
+    informer.replace([_gpr("b", 12)])
+    assert [o["metadata"]["name"] for o in informer.objects()] == ["b"]
+    assert all(o["apiVersion"] == "infra.exalsius.ai/v1" for o in informer.objects())
+    assert informer.get("team/b") is not None and informer.get("team/a") is None
+    assert newer({"metadata": {"resourceVersion": "x"}}, _gpr("a", 3))
+
+
+def test_the_gpus_of_a_request_being_deleted_are_free_before_its_label_comes_off() -> None:
+    deleting = _gpr("gone", phase="Ready", colony="team/pool")
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-03T00:00:00Z"
+    other = _gpr("other", phase="Ready", colony="elsewhere/pool")
+    known = known_reservations([], [deleting, other])
+    labels = {reservation_label("team/gone"): "8", reservation_label("elsewhere/other"): "4"}
+    node = {
+        "metadata": {"name": "n", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", **labels}},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "16"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    (free,) = gpu_nodes("team/pool", "c", [node], [], known.get("team/pool", set()))
+    assert free.capacity == 12  # 16 - 4 held by a request of another colony; the deleting one's 8 are free
+
+
+class _Cluster:
+    """A colony cluster's client: records node label patches."""
+
+    def __init__(self) -> None:
+        self.labels: list[dict[str, str | None]] = []
+
+    async def patch_labels(self, *args: Any) -> dict[str, Any]:
+        self.labels.append(dict(args[-1]))
+        return {}
+
+
+class _DeletedMeanwhile(_Kube):
+    """The request gets deleted while it is being admitted."""
+
+    async def patch_status(self, *args: Any, **kw: Any) -> dict[str, Any]:
+        patched = await super().patch_status(*args, **kw)
+        if args[4].get("phase") == "Ready":
+            patched["metadata"]["deletionTimestamp"] = "2026-12-03T00:00:00Z"
+        return patched
+
+
+async def test_labels_put_on_a_request_deleted_during_its_admission_are_taken_off_again() -> None:
+    cluster = _Cluster()
+    world = World(time.time(), [], [], {}, {})
+    world.clusters[("pool/pool", "c")] = ClusterView("pool/pool", "c", cast(Any, cluster), [], [])
+    placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 2),))
+    gpr = _gpr("short", phase="Queued")
+    await _apply(
+        _memo(_DeletedMeanwhile()),
+        world,
+        {"team/short": gpr},
+        Decisions(admitted=(Admit("team/short", placement),)),
+    )
+    label = reservation_label("team/short")
+    assert cluster.labels == [{label: "2"}, {label: None}]
+    cluster.labels.clear()
+    await _apply(
+        _memo(_Kube()), world, {"team/short": gpr}, Decisions(admitted=(Admit("team/short", placement),))
+    )
+    assert cluster.labels == [{label: "2"}]  # not deleted: the reservation stays

@@ -1,0 +1,60 @@
+"""Environment settings: defaults, accepted values, and errors that name the variable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from colony import settings
+
+
+def test_defaults_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("COLONY_PLACEMENT_POLICY", "COLONY_X_SECONDS", "COLONY_X_FLAG"):
+        monkeypatch.delenv(name, raising=False)
+    assert settings.placement_policy() == "cheapest"
+    assert settings.positive_seconds("COLONY_X_SECONDS", 2.5) == 2.5
+    assert settings.flag("COLONY_X_FLAG") is False
+
+
+@pytest.mark.parametrize("policy", ["cheapest", "binpack", "spread", "ordered"])
+def test_every_policy_is_accepted(monkeypatch: pytest.MonkeyPatch, policy: str) -> None:
+    monkeypatch.setenv("COLONY_PLACEMENT_POLICY", policy)
+    assert settings.placement_policy() == policy
+
+
+def seconds() -> float:
+    return settings.positive_seconds("COLONY_X_SECONDS", 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "read", "message"),
+    [
+        ("COLONY_PLACEMENT_POLICY", "cheapst", settings.placement_policy, "is not one of cheapest, binpack"),
+        ("COLONY_X_SECONDS", "soon", seconds, "not a number"),
+        ("COLONY_X_SECONDS", "-1", seconds, "above zero"),
+        ("COLONY_X_FLAG", "maybe", lambda: settings.flag("COLONY_X_FLAG"), "true or false"),
+    ],
+)
+def test_bad_values_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, read: object, message: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(settings.SettingsError, match=message) as caught:
+        read()  # type: ignore[operator]
+    assert name in str(caught.value)
+
+
+def test_operator_exits_2_with_one_line_on_a_bad_setting(tmp_path: object) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "colony", "operator"],
+        env={"COLONY_PLACEMENT_POLICY": "fastest", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        "error: COLONY_PLACEMENT_POLICY='fastest' is not one of cheapest, binpack, spread, ordered"
+    )
