@@ -52,7 +52,8 @@ def test_dev_environment_serves_and_stops_cleanly(tools: Tools, tmp_path: Path) 
     try:
         eventually(
             lambda: "Initial authentication has finished" in log.read_text() or dev.poll() is not None,
-            180,
+            # two control planes start first: minutes on a loaded 2-core machine
+            420,
             0.5,
         )
         assert dev.poll() is None, log.read_text()
