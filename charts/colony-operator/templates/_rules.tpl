@@ -26,18 +26,6 @@ RBAC rules of the operator (see rbac.yaml). Every entry names what uses it; the 
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [list, watch]
-# A DDPJob without targetColony runs in the management cluster: its namespace is server-side
-# applied like in any colony cluster.
-- apiGroups: [""]
-  resources: [namespaces]
-  resourceNames: {{- toYaml .Values.watchNamespaces | nindent 4 }}
-  verbs: [patch]
-{{- else }}
-# A DDPJob without targetColony runs in the management cluster: its namespace is server-side
-# applied like in any colony cluster.
-- apiGroups: [""]
-  resources: [namespaces]
-  verbs: [patch]
 {{- end }}
 {{- end -}}
 
@@ -70,13 +58,14 @@ RBAC rules of the operator (see rbac.yaml). Every entry names what uses it; the 
 - apiGroups: [""]
   resources: [secrets]
   verbs: [create, delete, get, list, patch]
-# The workers of a DDPJob without targetColony: Service, Volcano PodGroup and pods.
+# The workers of a DDPJob without targetColony: Service, Volcano PodGroup and pods (created, never
+# changed: an attempt's objects are fixed; the job's namespace exists, the DDPJob is in it).
 - apiGroups: [""]
   resources: [pods, services]
-  verbs: [create, delete, list, patch]
+  verbs: [create, delete, list]
 - apiGroups: [scheduling.volcano.sh]
   resources: [podgroups]
-  verbs: [create, delete, list, patch]
+  verbs: [create, delete, list]
 # Cluster API objects of each colony cluster (server-side applied, pruned, deleted with the colony);
 # Cluster events refresh the colony's status.
 - apiGroups: [cluster.x-k8s.io]

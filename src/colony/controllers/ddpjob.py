@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import time
 import weakref
@@ -210,15 +211,12 @@ async def _wandb_secret(
     return ref, str(value)
 
 
-async def _create_or_apply(target: Kube, manifest: Mapping[str, Any]) -> None:
-    """Create the object (POST: the API server's cheapest write), or server-side apply it when it
-    already exists (a re-run after a crash, a relaunch): the same object either way, owned by
-    FIELD_MANAGER. An attempt's objects are never changed by a later apply that drops fields (a new
-    attempt has new pods and a new PodGroup), so no field owned by the create is left behind."""
-    try:
+async def _create_unless_present(target: Kube, manifest: Mapping[str, Any]) -> None:
+    """Create the object (POST: the API server's cheapest write); one that already exists is the
+    same object from an earlier run of this launch (a crash in between): names are fixed per attempt
+    and an attempt's objects never change, so it is kept as it is."""
+    with contextlib.suppress(Conflict):
         await target.create(manifest, field_manager=FIELD_MANAGER)
-    except Conflict:
-        await target.apply(manifest)
 
 
 async def _all(writes: Iterable[Awaitable[Any]]) -> None:
@@ -235,8 +233,8 @@ async def _launch(
     PodGroup exists before its pods; a crash in between is converged by the next launch)."""
     rendered = render_ddpjob(job, spec, attempt=attempt, wandb_secret=wandb)
     first = [rendered.service, *([rendered.pod_group] if rendered.pod_group else [])]
-    await _all(_create_or_apply(target, manifest) for manifest in first)
-    await _all(_create_or_apply(target, pod) for pod in rendered.pods)
+    await _all(_create_unless_present(target, manifest) for manifest in first)
+    await _all(_create_unless_present(target, pod) for pod in rendered.pods)
 
 
 async def _start_attempt(
