@@ -5,7 +5,8 @@ from colony.api.colony import COLONY
 from colony.api.ddpjob import DDPJOB
 from colony.api.gpr import GPR
 from colony.api.gpuqueue import GPUQUEUE
+from colony.api.workloaddefinition import WORKLOAD_DEFINITION
 
-RESOURCES: tuple[ResourceDefinition, ...] = (COLONY, DDPJOB, GPR, GPUQUEUE)
+RESOURCES: tuple[ResourceDefinition, ...] = (COLONY, DDPJOB, GPR, GPUQUEUE, WORKLOAD_DEFINITION)
 
-__all__ = ["COLONY", "DDPJOB", "GPR", "GPUQUEUE", "RESOURCES", "ResourceDefinition"]
+__all__ = ["COLONY", "DDPJOB", "GPR", "GPUQUEUE", "RESOURCES", "WORKLOAD_DEFINITION", "ResourceDefinition"]

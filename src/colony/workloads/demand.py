@@ -1,0 +1,375 @@
+"""What a framework custom resource asks for: pods, GPUs, CPU and memory per pod set.
+
+`compute_demand` reads an object through its WorkloadDefinition: every component (and, for a
+component with `instancesPath`, every instance of it) whose pod template is present becomes a
+`PodSetDemand`. Per pod, resources are counted the way Kubernetes counts a pod's request:
+
+- GPUs (`nvidia.com/gpu`): each container's limit, else its request;
+- CPU and memory: each container's request, else its limit (the API server defaults a missing
+  request to the limit), plus the pod's `overhead`;
+- init containers: the pod needs max(sum of the app containers and sidecars, the largest init
+  container plus the sidecars started before it); a sidecar is an init container with
+  `restartPolicy: Always`.
+
+GPU types come from the pod template's node selector or required node affinity (operator `In`) on
+the GPU product label `nvidia.com/gpu.product` (or GKE's `cloud.google.com/gke-accelerator`), as
+canonical names (`colony.scheduling.offers.gpu_names.normalize_gpu`: "NVIDIA-A100-SXM4-80GB" is
+"A100-80GB", "nvidia-tesla-t4" is "T4"). An empty tuple means any type.
+
+`WorkloadDemand.request_shape()` turns the demand into one conservative gang request for the GPU
+scheduler: one node per GPU pod, each with as many GPUs as the largest GPU pod.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from typing import Any
+
+from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
+from colony.scheduling.offers.gpu_names import normalize_gpu
+from colony.workloads.definition import (
+    ComponentDefinition,
+    EvaluationError,
+    WorkloadDefinition,
+    describe_object,
+    evaluate,
+)
+
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GPU_TYPE_LABELS = (GPU_PRODUCT_LABEL, GKE_ACCELERATOR_LABEL)
+"""Node labels whose values name the GPU type a pod template asks for."""
+
+
+class DemandError(ValueError):
+    """The demand of an object cannot be computed or cannot be placed (the message says why)."""
+
+
+@dataclass(frozen=True)
+class PodSetDemand:
+    """Identical pods from one pod template: a component, or one instance of it."""
+
+    component: str
+    instance: str | None
+    pods: int
+    gpus_per_pod: int
+    gpu_types: tuple[str, ...]
+    """Canonical GPU types the pods accept; empty: any type."""
+    cpu_millis: int
+    """CPU request per pod, in millicores."""
+    memory_bytes: int
+    """Memory request per pod, in bytes."""
+
+    @property
+    def name(self) -> str:
+        """`component` or `component/instance`."""
+        return self.component if self.instance is None else f"{self.component}/{self.instance}"
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of all pods of the set."""
+        return self.pods * self.gpus_per_pod
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """One gang GPU request: `nodes` slots of `gpus_per_node` GPUs of one of `gpu_types` (empty: any)."""
+
+    nodes: int
+    gpus_per_node: int
+    gpu_types: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GangDemand:
+    """The pod sets of one gang group: scheduled all or nothing."""
+
+    name: str
+    components: tuple[str, ...]
+    pods: int
+    total_gpus: int
+
+
+@dataclass(frozen=True)
+class WorkloadDemand:
+    """Everything an object asks for, per pod set, read through its definition."""
+
+    definition: str
+    """Name of the WorkloadDefinition used."""
+    subject: str
+    """The object, as `<Kind> <namespace>/<name>`."""
+    pod_sets: tuple[PodSetDemand, ...]
+    gangs: tuple[GangDemand, ...] = field(default=())
+
+    @property
+    def total_pods(self) -> int:
+        """Pods of every pod set."""
+        return sum(p.pods for p in self.pod_sets)
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of every pod."""
+        return sum(p.total_gpus for p in self.pod_sets)
+
+    @property
+    def gpu_pods(self) -> int:
+        """Pods that ask for at least one GPU."""
+        return sum(p.pods for p in self.pod_sets if p.gpus_per_pod > 0)
+
+    def gpus_by_type(self) -> dict[tuple[str, ...], int]:
+        """GPUs per accepted-type tuple (`()`: any type), over pod sets with GPUs."""
+        result: dict[tuple[str, ...], int] = {}
+        for pod_set in self.pod_sets:
+            if pod_set.total_gpus:
+                result[pod_set.gpu_types] = result.get(pod_set.gpu_types, 0) + pod_set.total_gpus
+        return result
+
+    def request_shape(self) -> RequestShape:
+        """A conservative single-shape gang request for the GPU scheduler.
+
+        One node slot per GPU pod; every slot gets the GPUs of the largest GPU pod; pods without
+        GPUs are not counted. The GPU types are those every GPU pod set accepts. Raises
+        `DemandError` when no pod asks for a GPU or when pod sets name GPU types with nothing in
+        common.
+        """
+        gpu_sets = [p for p in self.pod_sets if p.gpus_per_pod > 0 and p.pods > 0]
+        if not gpu_sets:
+            raise DemandError(
+                f"{self.subject} asks for no GPUs: no pod template of it requests {GPU_RESOURCE} "
+                f"(read with WorkloadDefinition {self.definition!r}), so there is nothing to place"
+            )
+        accepted: set[str] | None = None
+        for pod_set in gpu_sets:
+            if pod_set.gpu_types:
+                accepted = set(pod_set.gpu_types) if accepted is None else accepted & set(pod_set.gpu_types)
+        if accepted is not None and not accepted:
+            asked = "; ".join(f"{p.name}: {', '.join(p.gpu_types)}" for p in gpu_sets if p.gpu_types)
+            raise DemandError(
+                f"{self.subject} asks for GPU types that cannot be combined in one request ({asked})"
+            )
+        return RequestShape(
+            nodes=sum(p.pods for p in gpu_sets),
+            gpus_per_node=max(p.gpus_per_pod for p in gpu_sets),
+            gpu_types=tuple(sorted(accepted or ())),
+        )
+
+
+# --- quantities -----------------------------------------------------------------------------------
+
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?P<exponent>[eE][+-]?[0-9]+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$"
+)
+_SUFFIX_FACTORS: dict[str, Decimal] = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    **{suffix: Decimal(1024**power) for power, suffix in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
+}
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """A Kubernetes resource quantity ("500m", "2Gi", "1e3", 4) as a number (ValueError if malformed)."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a quantity: {value!r}")
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    match = _QUANTITY.match(str(value).strip())
+    if not match:
+        raise ValueError(f"not a quantity: {value!r}")
+    try:
+        number = Decimal(match["number"] + (match["exponent"] or ""))
+    except InvalidOperation:
+        raise ValueError(f"not a quantity: {value!r}") from None
+    return number * _SUFFIX_FACTORS.get(match["suffix"] or "", Decimal(1))
+
+
+def _ceil(value: Decimal) -> int:
+    return int(value.to_integral_value(rounding=ROUND_CEILING))
+
+
+# --- one pod --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodResources:
+    """What one pod of a template requests."""
+
+    gpus: int
+    cpu_millis: int
+    memory_bytes: int
+
+
+def _container_amount(container: Mapping[str, Any], resource: str, order: Sequence[str]) -> Decimal:
+    resources = container.get("resources") or {}
+    for key in order:
+        value = (resources.get(key) or {}).get(resource)
+        if value is not None:
+            return parse_quantity(value)
+    return Decimal(0)
+
+
+def _pod_amount(pod_spec: Mapping[str, Any], resource: str, order: Sequence[str]) -> Decimal:
+    """A pod's effective request of one resource (init containers and sidecars as Kubernetes does)."""
+    app = sum((_container_amount(c, resource, order) for c in pod_spec.get("containers") or []), Decimal(0))
+    sidecars = Decimal(0)
+    init_peak = Decimal(0)
+    for container in pod_spec.get("initContainers") or []:
+        amount = _container_amount(container, resource, order)
+        if container.get("restartPolicy") == "Always":
+            sidecars += amount
+            init_peak = max(init_peak, sidecars)
+        else:
+            init_peak = max(init_peak, sidecars + amount)
+    return max(app + sidecars, init_peak)
+
+
+def pod_resources(pod_spec: Mapping[str, Any]) -> PodResources:
+    """GPUs, CPU and memory one pod of this PodSpec requests (ValueError on a malformed quantity)."""
+    gpus = _pod_amount(pod_spec, GPU_RESOURCE, ("limits", "requests"))
+    if gpus != gpus.to_integral_value() or gpus < 0:
+        raise ValueError(f"{GPU_RESOURCE} must be a whole number, got {gpus}")
+    overhead = pod_spec.get("overhead") or {}
+    cpu = _pod_amount(pod_spec, "cpu", ("requests", "limits")) + parse_quantity(overhead.get("cpu", 0))
+    memory = _pod_amount(pod_spec, "memory", ("requests", "limits")) + parse_quantity(
+        overhead.get("memory", 0)
+    )
+    return PodResources(gpus=int(gpus), cpu_millis=_ceil(cpu * 1000), memory_bytes=_ceil(memory))
+
+
+def _affinity_gpu_types(pod_spec: Mapping[str, Any]) -> set[str] | None:
+    """GPU types the required node affinity allows; None when it does not constrain them."""
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    allowed: set[str] = set()
+    for term in terms:
+        term_types: set[str] | None = None
+        for expression in term.get("matchExpressions") or []:
+            if expression.get("key") in GPU_TYPE_LABELS and expression.get("operator") == "In":
+                values = {normalize_gpu(str(v)) for v in expression.get("values") or []}
+                term_types = values if term_types is None else term_types & values
+        if term_types is None:
+            return None  # terms are ORed: this one admits any GPU type
+        allowed |= term_types
+    return allowed if terms else None
+
+
+def template_gpu_types(pod_spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Canonical GPU types a PodSpec accepts (node selector and required affinity); () means any.
+
+    Raises ValueError when the constraints exclude each other (no GPU type satisfies them all).
+    """
+    allowed: set[str] | None = None
+    selector = pod_spec.get("nodeSelector") or {}
+    for label in GPU_TYPE_LABELS:
+        if label in selector:
+            value = {normalize_gpu(str(selector[label]))}
+            allowed = value if allowed is None else allowed & value
+    from_affinity = _affinity_gpu_types(pod_spec)
+    if from_affinity is not None:
+        allowed = from_affinity if allowed is None else allowed & from_affinity
+    if allowed is not None and not allowed:
+        raise ValueError("its node selector and node affinity admit no GPU type at all")
+    return tuple(sorted(allowed or ()))
+
+
+# --- the object -----------------------------------------------------------------------------------
+
+
+def _scopes(
+    definition: WorkloadDefinition, index: int, component: ComponentDefinition, obj: Mapping[str, Any]
+) -> Iterable[tuple[str | None, Any]]:
+    """(instance name, value the component's relative expressions are evaluated on)."""
+    if component.instances_path is None:
+        yield None, obj
+        return
+    where = f"spec.components[{index}]"
+    for position, instance in enumerate(
+        evaluate(definition, f"{where}.instancesPath", component.instances_path, obj, obj)
+    ):
+        name = str(position)
+        if component.instance_name_path is not None:
+            found = evaluate(
+                definition, f"{where}.instanceNamePath", component.instance_name_path, instance, obj
+            )
+            if found and found[0] is not None:
+                name = str(found[0])
+        yield name, instance
+
+
+def _replicas(value: Any) -> int:
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 0:
+        raise ValueError(f"replicas must be a whole number >= 0, got {value!r}")
+    return int(value)
+
+
+def compute_demand(definition: WorkloadDefinition, obj: Mapping[str, Any]) -> WorkloadDemand:
+    """The demand of one custom resource, read through its definition.
+
+    A component whose pod template evaluates to null is absent from this object and contributes no
+    pod set. Raises `DemandError` when an expression fails on the object or yields something that
+    is not a pod template or a replica count, or when a template holds a malformed quantity.
+    """
+    subject = describe_object(obj)
+    pod_sets: list[PodSetDemand] = []
+    try:
+        for index, component in enumerate(definition.components):
+            where = f"spec.components[{index}]"
+            for instance, scope in _scopes(definition, index, component, obj):
+                label = f"{subject}, component {component.name}" + (
+                    f" instance {instance}" if instance is not None else ""
+                )
+                found = evaluate(
+                    definition, f"{where}.podTemplatePath", component.pod_template_path, scope, obj
+                )
+                template = found[0] if found else None
+                if template is None:
+                    continue
+                if not isinstance(template, Mapping):
+                    raise DemandError(
+                        f"{label}: podTemplatePath {component.pod_template_path!r} yields "
+                        f"{type(template).__name__}, not a pod template"
+                    )
+                replicas = evaluate(definition, f"{where}.replicasPath", component.replicas_path, scope, obj)
+                pod_spec = template.get("spec") or {}
+                try:
+                    pods = _replicas(replicas[0] if replicas else None)
+                    resources = pod_resources(pod_spec)
+                    gpu_types = template_gpu_types(pod_spec)
+                except ValueError as error:
+                    raise DemandError(f"{label}: {error}") from None
+                pod_sets.append(
+                    PodSetDemand(
+                        component=component.name,
+                        instance=instance,
+                        pods=pods,
+                        gpus_per_pod=resources.gpus,
+                        gpu_types=gpu_types,
+                        cpu_millis=resources.cpu_millis,
+                        memory_bytes=resources.memory_bytes,
+                    )
+                )
+    except EvaluationError as error:
+        raise DemandError(str(error)) from None
+    gangs = tuple(
+        GangDemand(
+            name=gang.name,
+            components=tuple(gang.members),
+            pods=sum(p.pods for p in pod_sets if p.component in gang.members),
+            total_gpus=sum(p.total_gpus for p in pod_sets if p.component in gang.members),
+        )
+        for gang in definition.gang_groups
+    )
+    return WorkloadDemand(definition=definition.name, subject=subject, pod_sets=tuple(pod_sets), gangs=gangs)
