@@ -86,7 +86,7 @@ def test_shipped_definitions() -> None:
     definitions = load_builtin_definitions()
     assert {(d.group, d.version, d.kind, d.plural, d.addon) for d in definitions} == SHIPPED
     assert all(d.builtin for d in definitions)
-    assert all(d.name == f"{d.plural}.{d.group}" for d in definitions)
+    assert all(d.name == d.crd_name == f"{d.plural}.{d.group}" for d in definitions)
     assert load_builtin_definitions() == definitions  # parsed once, a fresh list each time
 
 

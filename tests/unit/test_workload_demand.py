@@ -159,6 +159,13 @@ def test_cpu_and_memory_per_pod_of_upstream_examples() -> None:
     assert imagenet.pod_sets[0].cpu_millis == 4000
 
 
+def test_scheduler_name_of_pod_sets() -> None:
+    obj = example("pytorchjob/pytorch_job_mnist_nccl.yaml")
+    obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] = "volcano"
+    demand = compute_demand(builtin("PyTorchJob"), obj)
+    assert [p.scheduler_name for p in demand.pod_sets] == [None, "volcano"]
+
+
 def test_gangs_sum_their_components() -> None:
     demand = compute_demand(builtin("PyTorchJob"), example("pytorchjob/pytorch_job_mnist_nccl.yaml"))
     assert [(g.name, g.components, g.pods, g.total_gpus) for g in demand.gangs] == [

@@ -5,10 +5,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import kopf
 import pytest
 
 from colony.workloads import jqexpr
+from colony.workloads.demand import compute_demand
 from colony.workloads.pinning import pin_to_nodes, pod_template_paths, strip_for_copy
+from colony.workloads.status import workload_phase
 from tests.unit.test_workload_demand import UPSTREAM
 from tests.unit.workload_examples import builtin, example
 
@@ -148,3 +151,17 @@ def test_strip_for_copy_removes_server_set_fields() -> None:
     assert "status" not in stripped
     assert stripped["spec"] == obj["spec"] and stripped["spec"] is not obj["spec"]
     assert obj["metadata"]["uid"] == "1234"  # the input is not modified
+
+
+def test_kopf_bodies_are_read_like_dicts() -> None:
+    raw = example("rayjob/ray-job.pytorch-image-classifier.yaml")
+    raw["status"] = {"jobDeploymentStatus": "Running"}
+    body = kopf.Body(raw)
+    definition = builtin("RayJob")
+    assert compute_demand(definition, body) == compute_demand(definition, raw)
+    assert workload_phase(definition, body) == "Running"
+    assert pin_to_nodes(definition, body, SELECTOR, TOLERATIONS) == pin_to_nodes(
+        definition, raw, SELECTOR, TOLERATIONS
+    )
+    assert strip_for_copy(body) == strip_for_copy(raw)
+    assert type(strip_for_copy(body)["spec"]) is dict

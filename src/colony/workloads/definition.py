@@ -108,6 +108,11 @@ class WorkloadDefinition:
         return f"{self.group}/{self.version}"
 
     @property
+    def crd_name(self) -> str:
+        """Name of the described kind's CustomResourceDefinition, `<plural>.<group>`."""
+        return f"{self.plural}.{self.group}"
+
+    @property
     def addon(self) -> str | None:
         """The colony add-on that installs the framework, if one does."""
         return self.spec.addon

@@ -61,6 +61,8 @@ class PodSetDemand:
     """CPU request per pod, in millicores."""
     memory_bytes: int
     """Memory request per pod, in bytes."""
+    scheduler_name: str | None = None
+    """The pod template's schedulerName (None: the cluster's default scheduler)."""
 
     @property
     def name(self) -> str:
@@ -359,6 +361,7 @@ def compute_demand(definition: WorkloadDefinition, obj: Mapping[str, Any]) -> Wo
                         gpu_types=gpu_types,
                         cpu_millis=resources.cpu_millis,
                         memory_bytes=resources.memory_bytes,
+                        scheduler_name=pod_spec.get("schedulerName") or None,
                     )
                 )
     except EvaluationError as error:

@@ -6,7 +6,7 @@ time also warms the cache for every later evaluation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -38,10 +38,26 @@ def check(expression: str) -> None:
     _compiled(expression)
 
 
+def plain(value: Any) -> Any:
+    """A deep copy of JSON-like data with every Mapping a dict and every sequence a list.
+
+    Objects from kopf handlers are Mapping views (kopf.Body), which JSON encoders refuse.
+    """
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
 def evaluate_all(expression: str, value: Any) -> list[Any]:
-    """Every output of the expression on `value` (a JSON-like Python value)."""
+    """Every output of the expression on `value` (JSON-like Python data; Mapping views are fine)."""
+    program = _compiled(expression)
     try:
-        return list(_compiled(expression).input_value(value).all())
+        try:
+            return list(program.input_value(value).all())
+        except TypeError:  # not JSON-serialisable as it is: a Mapping view somewhere inside
+            return list(program.input_value(plain(value)).all())
     except ValueError as error:
         raise JqError(_first_line(error)) from None
 

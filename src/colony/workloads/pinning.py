@@ -8,7 +8,6 @@ that keeps every other value exactly as it was (no JSON round trip of the whole 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -79,12 +78,12 @@ def pin_to_nodes(
     node_selector: Mapping[str, str],
     tolerations: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """A deep copy of `obj` with every pod template given the node selector and tolerations.
+    """A deep copy of `obj` (plain dicts and lists) with every pod template pinned to the nodes.
 
     Existing node selector entries are kept unless `node_selector` sets the same key; tolerations
     are appended unless an equal one is already there. Nothing else changes.
     """
-    pinned: dict[str, Any] = copy.deepcopy(dict(obj))
+    pinned: dict[str, Any] = jqexpr.plain(obj)
     for path in pod_template_paths(definition, pinned):
         template = jqexpr.get_path(pinned, path)
         assert isinstance(template, dict)
@@ -100,7 +99,7 @@ def strip_for_copy(obj: Mapping[str, Any]) -> dict[str, Any]:
     `deletionGracePeriodSeconds`, `selfLink`, and kubectl's last-applied-configuration annotation.
     Name, namespace, generateName, labels and the other annotations stay.
     """
-    copied: dict[str, Any] = copy.deepcopy(dict(obj))
+    copied: dict[str, Any] = jqexpr.plain(obj)
     copied.pop("status", None)
     metadata = copied.get("metadata")
     if isinstance(metadata, dict):
