@@ -236,3 +236,28 @@ async def test_labels_put_on_a_request_deleted_during_its_admission_are_taken_of
         _memo(_Kube()), world, {"team/short": gpr}, Decisions(admitted=(Admit("team/short", placement),))
     )
     assert cluster.labels == [{label: "2"}]  # not deleted: the reservation stays
+
+
+def test_candidate_colonies_are_narrowed_to_the_listed_ones_and_queue_name_is_honoured() -> None:
+    """spec.colonies restricts the own/shared colonies (a plain name is in the request's namespace);
+    spec.queueName is the queue when that GPUQueue lists the namespace, else the request waits."""
+    colonies = {
+        "team/a": {"metadata": {"name": "a", "namespace": "team"}},
+        "team/b": {"metadata": {"name": "b", "namespace": "team"}},
+        "ops/c": {
+            "metadata": {"name": "c", "namespace": "ops", "labels": {"colony.exalsius.ai/shared": "true"}}
+        },
+    }
+    queues = [{"metadata": {"name": "gold"}, "spec": {"namespaces": ["team"]}}]
+    world = World(0.0, [], queues, colonies, colonies)
+    gpr = {"metadata": {"name": "r", "namespace": "team"}, "spec": {}}
+    assert gpr_scheduler._candidate_colonies(world, gpr) == {"team/a", "team/b", "ops/c"}
+    gpr["spec"]["colonies"] = ["b", "ops/c", "elsewhere/x"]
+    assert gpr_scheduler._candidate_colonies(world, gpr) == {"team/b", "ops/c"}
+    gpr["spec"]["colonies"] = []
+    assert gpr_scheduler._candidate_colonies(world, gpr) == frozenset()
+    assert gpr_scheduler._gpr_queue(world, gpr) == "gold"
+    gpr["spec"]["queueName"] = "gold"
+    assert gpr_scheduler._gpr_queue(world, gpr) == "gold"
+    gpr["spec"]["queueName"] = "platinum"
+    assert "no GPUQueue of that name lists namespace team" in gpr_scheduler._gpr_queue(world, gpr)

@@ -360,6 +360,26 @@ def test_requests_stay_on_their_colonies() -> None:
     assert admit_of(d, "pinned").placement.colony == "c2"
 
 
+@pytest.mark.parametrize("policy", ["cheapest", "binpack", "spread", "ordered"])
+def test_a_requests_own_colony_order_fills_the_first_listed_colony_then_spills(
+    policy: PlacementPolicy,
+) -> None:
+    """colony_order (fill-and-spill per request) wins over the policy: the dear first colony fills
+    up before the cheap second one is used; a colony not in `colonies` is never used."""
+    gpu_nodes = nodes("dear", 8) + nodes("cheap", 8, 8, prefix="m") + nodes("other", 8, prefix="o")
+    colonies = [ColonyInfo("dear", 9.0, order=2), ColonyInfo("cheap", 1.0, order=1), ColonyInfo("other", 0.5)]
+    allowed = frozenset({"dear", "cheap"})
+    pending = [
+        req(f"r{i}", 8, submitted_s=i, colonies=allowed, colony_order=("dear", "cheap")) for i in range(4)
+    ]
+    d = schedule(snap(pending, gpu_nodes=gpu_nodes, colonies=colonies, policy=policy))
+    assert {a.key: a.placement.colony for a in d.admitted} == {"r0": "dear", "r1": "cheap", "r2": "cheap"}
+    assert "among its colonies" in d.estimates["r3"].reason
+    running = [run(req("held", 8), "dear", ["n0"])]
+    d = schedule(snap(pending[:1], running=running, gpu_nodes=gpu_nodes, colonies=colonies, policy=policy))
+    assert admit_of(d, "r0").placement.colony == "cheap"
+
+
 @pytest.mark.parametrize(("policy", "node"), [("binpack", "n1"), ("spread", "n2"), ("cheapest", "n1")])
 def test_binpack_takes_the_least_free_node_that_fits_and_spread_the_most(
     policy: PlacementPolicy, node: str

@@ -9,6 +9,7 @@ import pytest
 from colony.scheduling.queueing.objects import (
     gpu_nodes,
     gpu_request,
+    listed_colonies,
     parse_duration,
     queue_quota,
     queues_by_namespace,
@@ -122,3 +123,22 @@ def test_node_capacity_subtracts_foreign_pods_and_unknown_reservations() -> None
     ]
     found = {n.name: (n.gpu_type, n.capacity) for n in gpu_nodes("team/pool", "c", nodes, pods, {mine})}
     assert found == {"c/n1": ("A100-80GB", 8), "c/n2": ("A100-80GB", 2), "c/n3": ("H100", 5)}
+
+
+def test_listed_colonies_become_keys_and_with_fill_and_spill_the_requests_own_order() -> None:
+    gpr = _gpr()
+    assert listed_colonies(gpr) is None
+    assert gpu_request(gpr, "q", None).colony_order == ()
+    gpr["spec"]["colonies"] = ["onprem", "shared/cloud", "onprem"]
+    assert listed_colonies(gpr) == ("team/onprem", "shared/cloud")
+    assert gpu_request(gpr, "q", None).colony_order == ()  # an allow list only
+    gpr["spec"]["fillAndSpill"] = True
+    assert gpu_request(gpr, "q", None).colony_order == ("team/onprem", "shared/cloud")
+    gpr["spec"]["colonies"] = []
+    assert listed_colonies(gpr) == ()
+
+
+def test_a_star_among_the_gpu_shapes_accepts_any_type() -> None:
+    gpr = _gpr()
+    gpr["spec"]["gpuShapes"] = ["*"]
+    assert gpu_request(gpr, "q", None).gpu_types == ()

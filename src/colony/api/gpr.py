@@ -33,7 +33,9 @@ class GPRSpec(ApiModel):
 
     gpu_shape: str | None = Field(default=None, min_length=1, description="GPU type, e.g. H100 or A100-80GB.")
     gpu_shapes: list[str] = Field(
-        default_factory=list, max_length=16, description="Acceptable GPU types, any of which will do."
+        default_factory=list,
+        max_length=16,
+        description="Acceptable GPU types, any of which will do; `*` accepts every type.",
     )
     number_of_gpu_nodes: int = Field(
         default=1, alias="numberOfGPUNodes", ge=1, le=1024, description="Number of GPU nodes."
@@ -62,6 +64,18 @@ class GPRSpec(ApiModel):
     requeue_on_failure: bool = Field(default=True, description="Requeue the request if it fails.")
     colony_selector: LabelSelector | None = Field(
         default=None, description="Only place on colonies whose labels match."
+    )
+    colonies: list[str] | None = Field(
+        default=None,
+        max_length=64,
+        description="Only place on these colonies: `name` (in the request's namespace) or `namespace/name` "
+        "(a shared colony); empty: on none. The placement controller sets it for framework workloads "
+        "(only colonies serving the framework's CRD).",
+    )
+    fill_and_spill: bool = Field(
+        default=False,
+        description="Take `colonies` in their order: the first one with room gets the request (fill and "
+        "spill), whatever the placement policy ranks first.",
     )
     auto_provision: bool = Field(
         default=False,

@@ -57,6 +57,7 @@ from colony.scheduling.queueing.objects import (
     RUNNING_PHASES,
     gpu_nodes,
     gpu_request,
+    listed_colonies,
     parse_duration,
     pod_uses_reservation,
     queue_quota,
@@ -286,16 +287,27 @@ NAMESPACE_QUEUE_PREFIX = "namespace:"
 UNLIMITED = 10**9
 
 
-def _queue_name(world: World, namespace: str) -> str:
+def _queue_name(world: World, namespace: str, requested: str | None = None) -> str:
     """The GPUQueue charged for a namespace's requests. A namespace no GPUQueue lists gets a queue
     of its own without quota (positions and fair sharing are then per namespace), unless
-    COLONY_REQUIRE_QUEUE=true, which makes its requests wait, naming the cause."""
+    COLONY_REQUIRE_QUEUE=true, which makes its requests wait, naming the cause. A request naming a
+    queue (`queueName`) gets it when that queue lists its namespace, else it waits, naming why."""
+    if requested:
+        queue = next((q for q in world.queues if q["metadata"]["name"] == requested), None)
+        if queue is not None and namespace in ((queue.get("spec") or {}).get("namespaces") or []):
+            return requested
+        return f"({requested}: no GPUQueue of that name lists namespace {namespace})"
     listed = world.namespace_queues.get(namespace)
     if listed is not None:
         return listed
     return (
         f"(no GPUQueue lists namespace {namespace})" if REQUIRE_QUEUE else NAMESPACE_QUEUE_PREFIX + namespace
     )
+
+
+def _gpr_queue(world: World, gpr: Mapping[str, Any]) -> str:
+    """The queue a GPR is charged to (see _queue_name)."""
+    return _queue_name(world, gpr["metadata"]["namespace"], (gpr.get("spec") or {}).get("queueName"))
 
 
 def _public_queue(name: str) -> str | None:
@@ -312,15 +324,18 @@ def _valid(gpr: Mapping[str, Any]) -> bool:
 
 
 def _candidate_colonies(world: World, gpr: Mapping[str, Any]) -> frozenset[str]:
-    """The GPR's own namespace's colonies and shared ones, matching its colonySelector; only its
-    provisioned colony once it has one."""
+    """The GPR's own namespace's colonies and shared ones, matching its colonySelector and among its
+    `colonies` when it lists them; only its provisioned colony once it has one."""
     namespace = gpr["metadata"]["namespace"]
     provisioned = (gpr.get("status") or {}).get("provisionedColony")
     if provisioned:
         return frozenset({f"{namespace}/{provisioned}"})
     selector = ((gpr["spec"].get("colonySelector") or {}).get("matchLabels")) or {}
+    listed = listed_colonies(gpr)
     chosen = set()
     for key, colony in world.colonies.items():
+        if listed is not None and key not in listed:
+            continue
         labels = colony["metadata"].get("labels") or {}
         own = colony["metadata"]["namespace"] == namespace or labels.get(SHARED_COLONY_LABEL) == "true"
         if own and all(labels.get(k) == v for k, v in selector.items()):
@@ -352,7 +367,7 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
         if gpr["metadata"].get("deletionTimestamp") or not _valid(gpr):
             continue
         status = gpr.get("status") or {}
-        queue = _queue_name(world, gpr["metadata"]["namespace"])
+        queue = _gpr_queue(world, gpr)
         by_key[_key(gpr)] = gpr
         if status.get("phase") in RUNNING_PHASES:
             if (current := running_request(gpr, queue)) is not None:
@@ -813,7 +828,7 @@ async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admi
             for n in placement.nodes
         ],
         "borrowed": admit.borrowed,
-        "queue": _public_queue(_queue_name(world, gpr["metadata"]["namespace"])),
+        "queue": _public_queue(_gpr_queue(world, gpr)),
         "admittedAt": format_time(datetime.fromtimestamp(world.now, UTC)),
         "pricePerGpuHour": price_per_gpu_hour(colony.get("status") or {}),
         "reservationLabel": label,
@@ -836,7 +851,7 @@ async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admi
         memo,
         gpr,
         "GPRAdmitted",
-        f"{status['message']} from queue {_queue_name(world, gpr['metadata']['namespace'])} after "
+        f"{status['message']} from queue {_gpr_queue(world, gpr)} after "
         f"{waited}s: {status['gpusAllocated']} {placement.gpu_type} GPU(s) on colony {placement.colony}",
     )
     await _reserve(memo, world, admitted, announce)
@@ -966,7 +981,7 @@ def estimate_update(world: World, gpr: Mapping[str, Any], estimate: Estimate) ->
         )
     if status.get("phase") == "Queued" and status.get("message") != estimate.reason:
         update["message"] = estimate.reason
-    queue_name = _public_queue(_queue_name(world, gpr["metadata"]["namespace"]))
+    queue_name = _public_queue(_gpr_queue(world, gpr))
     if status.get("queue") != queue_name:
         update["queue"] = queue_name
     return update

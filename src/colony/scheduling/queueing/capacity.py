@@ -209,9 +209,17 @@ class CapacityIndex:
         return False
 
     def place(
-        self, types: Iterable[str], n: int, g: int, colonies: frozenset[str] | None
+        self,
+        types: Iterable[str],
+        n: int,
+        g: int,
+        colonies: frozenset[str] | None,
+        order: tuple[str, ...] = (),
     ) -> tuple[PlaceKey, Placement] | None:
-        """The placement the policy prefers among the given types, or None when the gang fits nowhere."""
+        """The placement the policy prefers among the given types, or None when the gang fits nowhere.
+        With `order` (the request's fill-and-spill order) the first listed colony with room wins."""
+        if order:
+            return self._place_in_order(types, n, g, colonies, order)
         best: tuple[PlaceKey, Slot, list[tuple[int, str]]] | None = None
         sign = self.sign
         for t in types:
@@ -228,6 +236,36 @@ class CapacityIndex:
             for slot in fitting:
                 chosen = slot.choose(n, g, sign)
                 key = (*slot.pool.rank, chosen[-1][0], slot.colony, t)
+                if best is None or key < best[0]:
+                    best = (key, slot, chosen)
+        if best is None:
+            return None
+        key, slot, chosen = best
+        return key, self.placement(slot, chosen, g)
+
+    def _place_in_order(
+        self,
+        types: Iterable[str],
+        n: int,
+        g: int,
+        colonies: frozenset[str] | None,
+        order: tuple[str, ...],
+    ) -> tuple[PlaceKey, Placement] | None:
+        """`place` for a request with its own colony order: listed colonies first, in that order,
+        then the others it may use by the policy's rank."""
+        rank = {c: i for i, c in enumerate(order)}
+        allowed = colonies if colonies is not None else frozenset(order)
+        best: tuple[PlaceKey, Slot, list[tuple[int, str]]] | None = None
+        sign = self.sign
+        for t in types:
+            if g > self.max_cap.get(t, 0):
+                continue
+            for c in allowed:
+                slot = self.slots.get((c, t))
+                if slot is None or slot.cnt[g] < n:
+                    continue
+                chosen = slot.choose(n, g, sign)
+                key = (rank.get(c, len(order)), *slot.pool.rank, chosen[-1][0], slot.colony, t)
                 if best is None or key < best[0]:
                     best = (key, slot, chosen)
         if best is None:

@@ -21,7 +21,8 @@ measured 64-minute waits). The rules:
    borrowed=True.
 4. Gang placement: all `nodes` members at once, on distinct nodes of one colony, one acceptable GPU
    type, each node with >= gpus_per_node free, within request.colonies. The colony and type follow
-   snapshot.placement_policy; nodes within a colony: binpack (cheapest and ordered too) the least free
+   snapshot.placement_policy, or first the request's own colony_order (fill-and-spill: the first listed
+   colony with room); nodes within a colony: binpack (cheapest and ordered too) the least free
    that fit, spread the most; ties by names (capacity.py).
 5. Backfill ("default"): a request blocked by capacity is placed in an event simulation per GPU type
    (timeline.py) at its estimated start, and holds those GPUs there. A lower-ranked request may start
@@ -288,7 +289,8 @@ class _Pass:
                 else:
                     reason = reason or fit.reason
             if ok:
-                found = self.cap.place([t for t, _ in ok], r.nodes, r.gpus_per_node, r.colonies)
+                fitting = [t for t, _ in ok]
+                found = self.cap.place(fitting, r.nodes, r.gpus_per_node, r.colonies, r.colony_order)
                 if found is not None:
                     self._admit(r, found[1], dict(ok)[found[1].gpu_type], backfilled=False)
                     continue
@@ -375,7 +377,11 @@ class _Pass:
                     held_back = held_back or f"waiting: starting now would delay higher-ranked {blocker}"
                 continue
             open_types.append(t)
-        found = self.cap.place(open_types, r.nodes, r.gpus_per_node, r.colonies) if open_types else None
+        found = (
+            self.cap.place(open_types, r.nodes, r.gpus_per_node, r.colonies, r.colony_order)
+            if open_types
+            else None
+        )
         if found is not None:
             placement = found[1]
             t = placement.gpu_type

@@ -75,6 +75,10 @@ class GpuRequest:
     max_price_per_hour: float | None = None
     colonies: frozenset[str] | None = None
     """Colonies it may be placed on (colony selector resolved by the controller); None = any."""
+    colony_order: tuple[str, ...] = ()
+    """Its own fill-and-spill order: the first of these colonies with room is taken, whatever the
+    placement policy ranks first (the policy still picks the nodes, and ranks colonies not listed,
+    after the listed ones); empty = the placement policy alone decides."""
 
     @property
     def gpus(self) -> int:

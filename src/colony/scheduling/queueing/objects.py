@@ -17,6 +17,7 @@ from typing import Any
 from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
 from colony.scheduling.offers.gpu_names import normalize_gpu
 from colony.scheduling.queueing.model import (
+    ANY_GPU_TYPE,
     GpuNode,
     GpuRequest,
     NodeAllocation,
@@ -59,10 +60,29 @@ def timestamp(value: Any) -> float | None:
     return moment.timestamp() if moment else None
 
 
+def listed_colonies(gpr: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The GPR's `spec.colonies` as colony keys (`namespace/name`; a plain name is in the GPR's
+    namespace), in their order; None when the field is absent (any colony)."""
+    listed = gpr["spec"].get("colonies")
+    if listed is None:
+        return None
+    namespace = gpr["metadata"]["namespace"]
+    keys: list[str] = []
+    for name in listed:
+        key = str(name) if "/" in str(name) else f"{namespace}/{name}"
+        if key not in keys:
+            keys.append(key)
+    return tuple(keys)
+
+
 def gpu_request(gpr: Mapping[str, Any], queue: str, colonies: frozenset[str] | None) -> GpuRequest:
-    """The core's view of a GPR (spec already validated)."""
+    """The core's view of a GPR (spec already validated); with `fillAndSpill` its listed colonies
+    are its colony order."""
     spec = gpr["spec"]
+    listed = listed_colonies(gpr) if spec.get("fillAndSpill") else None
     types = [spec["gpuShape"]] if spec.get("gpuShape") else list(spec.get("gpuShapes") or [])
+    if ANY_GPU_TYPE in types:
+        types = []  # any type will do
     submitted = timestamp(gpr["metadata"].get("creationTimestamp")) or 0.0
     return GpuRequest(
         key=request_key(gpr),
@@ -77,6 +97,7 @@ def gpu_request(gpr: Mapping[str, Any], queue: str, colonies: frozenset[str] | N
         auto_provision=bool(spec.get("autoProvision", False)),
         max_price_per_hour=spec.get("maxPricePerHour"),
         colonies=colonies,
+        colony_order=listed or (),
     )
 
 
