@@ -5,8 +5,25 @@ from colony.api.colony import COLONY
 from colony.api.ddpjob import DDPJOB
 from colony.api.gpr import GPR
 from colony.api.gpuqueue import GPUQUEUE
+from colony.api.placementpolicy import PLACEMENT_POLICY
 from colony.api.workloaddefinition import WORKLOAD_DEFINITION
 
-RESOURCES: tuple[ResourceDefinition, ...] = (COLONY, DDPJOB, GPR, GPUQUEUE, WORKLOAD_DEFINITION)
+RESOURCES: tuple[ResourceDefinition, ...] = (
+    COLONY,
+    DDPJOB,
+    GPR,
+    GPUQUEUE,
+    WORKLOAD_DEFINITION,
+    PLACEMENT_POLICY,
+)
 
-__all__ = ["COLONY", "DDPJOB", "GPR", "GPUQUEUE", "RESOURCES", "WORKLOAD_DEFINITION", "ResourceDefinition"]
+__all__ = [
+    "COLONY",
+    "DDPJOB",
+    "GPR",
+    "GPUQUEUE",
+    "PLACEMENT_POLICY",
+    "RESOURCES",
+    "WORKLOAD_DEFINITION",
+    "ResourceDefinition",
+]
