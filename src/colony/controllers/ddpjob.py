@@ -281,7 +281,7 @@ async def start_ddpjob(
     logger: Logger,
     **_: Any,
 ) -> None:
-    """Place the job and start its first attempt (idempotent: server-side apply of fixed names)."""
+    """Place the job and start its first attempt (idempotent: objects of fixed names, created once)."""
     parsed = accept_spec(DDPJobSpec, spec, status, meta.get("generation"), patch, logger)
     if not isinstance(parsed, DDPJobSpec) or status.get("phase") in TERMINAL_PHASES:
         return
