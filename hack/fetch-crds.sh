@@ -72,6 +72,7 @@ take kubeflow "github.com/kubeflow/training-operator@$KUBEFLOW_TRAINING_OPERATOR
   kubeflow.org_pytorchjobs.yaml
 take kuberay "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION" config/crd/bases \
   ray.io_rayclusters.yaml ray.io_rayjobs.yaml
+take jobset "sigs.k8s.io/jobset@$JOBSET_VERSION" config/components/crd/bases jobset.x-k8s.io_jobsets.yaml
 take kwok "sigs.k8s.io/kwok@$KWOK_VERSION" kustomize/crd/bases kwok.x-k8s.io_stages.yaml
 # ServiceMonitor only: the Helm chart's optional ServiceMonitor is dry-run applied against it.
 take prometheus-operator "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \

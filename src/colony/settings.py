@@ -7,6 +7,7 @@ Controllers read their settings through these functions at import, so a bad valu
 from __future__ import annotations
 
 import os
+import re
 from typing import get_args
 
 from colony.scheduling.queueing.model import PlacementPolicy
@@ -52,3 +53,23 @@ def placement_policy() -> PlacementPolicy:
     if raw not in PLACEMENT_POLICIES:
         raise SettingsError(f"COLONY_PLACEMENT_POLICY={raw!r} is not one of {', '.join(PLACEMENT_POLICIES)}")
     return raw  # type: ignore[return-value]  # checked against the Literal's values above
+
+
+_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$")
+
+
+def placement_kinds() -> frozenset[str] | None:
+    """COLONY_PLACEMENT_KINDS: the framework resources placement handles, comma-separated
+    `plural.group` (e.g. pytorchjobs.kubeflow.org; the Helm chart sets it from `placement.kinds`, the
+    kinds its RBAC grants); unset: every kind with a WorkloadDefinition."""
+    raw = os.environ.get("COLONY_PLACEMENT_KINDS")
+    if raw is None:
+        return None
+    kinds = frozenset(k.strip() for k in raw.split(",") if k.strip())
+    bad = sorted(k for k in kinds if not _RESOURCE.match(k))
+    if bad:
+        raise SettingsError(
+            f"COLONY_PLACEMENT_KINDS={raw!r}: {', '.join(bad)} is not plural.group "
+            "(e.g. pytorchjobs.kubeflow.org)"
+        )
+    return kinds

@@ -116,6 +116,7 @@ def test_chart_lints_strictly(tools: Tools, values: str) -> None:
         "metrics.port=0",
         "watchNamespaces={Bad_Name}",
         "serviceMonitor.interval=often",
+        "placement.kinds={PyTorchJob}",
     ],
 )
 def test_schema_rejects_bad_values(tools: Tools, setting: str) -> None:
@@ -196,6 +197,25 @@ def test_rbac_has_no_wildcards(tools: Tools, values: str) -> None:
         for field in ("apiGroups", "resources", "verbs", "resourceNames"):
             assert not any("*" in entry for entry in rule.get(field, [])), rule
         assert "nonResourceURLs" not in rule
+
+
+def test_placement_kinds_are_granted_and_handed_to_the_operator(tools: Tools) -> None:
+    """placement.kinds (plural.group): listed cluster-wide, patched with their status in the watched
+    namespaces, and exactly those in COLONY_PLACEMENT_KINDS."""
+    docs = render(tools, "colony-system", "-f", str(ALL_OPTIONS))
+    cluster = [r for r in _rules(docs, "ClusterRole") if r["apiGroups"] == ["example.com"]]
+    assert cluster == [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["list"]}]
+    roles = [r for r in _rules(docs, "Role") if r["apiGroups"] == ["example.com"]]
+    assert roles and all(
+        r["resources"] == ["widgets", "widgets/status"] and r["verbs"] == ["patch"] for r in roles
+    )
+    (deployment,) = _of_kind(docs, "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["COLONY_PLACEMENT_KINDS"] == "pytorchjobs.kubeflow.org,widgets.example.com"
+    defaults = render(tools, "colony-system")
+    (deployment,) = _of_kind(defaults, "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "rayjobs.ray.io" in env["COLONY_PLACEMENT_KINDS"].split(",")
 
 
 def test_rbac_is_namespaced_for_exact_watch_namespaces(tools: Tools) -> None:

@@ -15,6 +15,9 @@ code path that talks to the management cluster:
   PodGroup, pods, namespace, Secret there; deleted by the user);
 - GPRs: admission against a GPUQueue, and auto-provisioning of an AWS colony that is torn down when
   the request is deleted;
+- placement: a WorkloadDefinition and a PlacementPolicy (their status written), a PyTorchJob placed
+  on the colony through its GPR, its status mirrored back, its GPR released and its copy deleted with
+  it (the chart's `placement.kinds` narrowed to PyTorchJob, so that every kind granted is used);
 - the GPU offer catalog read from the ConfigMap the chart names.
 
 Then: no request of the ServiceAccount was denied (no 403 in the audit log, no Forbidden in the
@@ -130,6 +133,8 @@ def _chart(tools: Tools, install: Install) -> list[dict[str, Any]]:
         install.release_namespace,
         "--set",
         f"offersCatalogConfigMap={OFFERS_CONFIGMAP}",
+        "--set",
+        "placement.kinds={pytorchjobs.kubeflow.org}",
         *install.values,
         release=install.release,
     )
@@ -313,6 +318,8 @@ def _lifecycle(management: Objects, workers: Objects) -> None:
     eventually(lambda: management.phase("ddpjob", "gpu-job") == "Succeeded", 30)
     eventually(lambda: management.gone("gpr", "gpu-job-gpus"), 30)
 
+    _placement(management, workers)
+
     # The last job on the ephemeral colony ends: the job expires (TTL 0) and the colony is torn down.
     eventually(lambda: management.phase("ddpjob", "remote-job") == "Running", 30)
     _finish_workers(workers, "remote-job")
@@ -321,6 +328,71 @@ def _lifecycle(management: Objects, workers: Objects) -> None:
     eventually(lambda: management.gone("gpr", "burst"), 30)
     eventually(lambda: management.gone("colony", provisioned), 40)
     eventually(lambda: management.gone("colony", "fleet"), 60)
+
+
+def _placement(management: Objects, workers: Objects) -> None:
+    """A user WorkloadDefinition (its status written), a PlacementPolicy selecting the namespace by a
+    label, and a PyTorchJob it places on the colony; the test plays the framework in the colony (the
+    copy succeeds): its status comes back, its GPUs are released, and deleting the original deletes
+    the copy."""
+    namespace = management.namespace
+    management.cluster.kubectl("label", "namespace", namespace, "audit-placement=yes", "--overwrite")
+    definition = {
+        "apiVersion": "infra.exalsius.ai/v1",
+        "kind": "WorkloadDefinition",
+        "metadata": {"name": f"widgets-{namespace}"},
+        "spec": {
+            "target": {"group": "example.com", "version": "v1", "kind": "Widget", "plural": "widgets"},
+            "components": [{"name": "worker", "podTemplatePath": ".spec.template"}],
+        },
+    }
+    policy = {
+        "apiVersion": "infra.exalsius.ai/v1",
+        "kind": "PlacementPolicy",
+        "metadata": {"name": f"audit-{namespace}"},
+        "spec": {"namespaceSelector": {"matchLabels": {"audit-placement": "yes"}}, "priority": 150},
+    }
+    management.cluster.apply([definition, policy], server_side=False)
+    pod = {
+        "spec": {
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+            "containers": [
+                {"name": "pytorch", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ],
+        }
+    }
+    management.apply(
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "placed"},
+            "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 1, "template": pod}}},
+        }
+    )
+    eventually(lambda: workers.get("pytorchjob", "placed"), 60)
+    workers.cluster.kubectl(
+        "patch",
+        "pytorchjob",
+        "placed",
+        "-n",
+        workers.namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": {"conditions": [{"type": "Succeeded", "status": "True"}]}}),
+    )
+    eventually(
+        lambda: ((management.get("pytorchjob", "placed") or {}).get("status") or {}).get("conditions"), 30
+    )
+    eventually(lambda: management.gone("gpr", "pytorchjob-placed"), 30)
+    management.delete("pytorchjob", "placed")
+    eventually(lambda: management.gone("pytorchjob", "placed"), 30)
+    assert workers.gone("pytorchjob", "placed")
+    management.cluster.kubectl(
+        "delete",
+        f"placementpolicy/{policy['metadata']['name']}",
+        f"workloaddefinition/{definition['metadata']['name']}",
+    )
 
 
 # -- the audit log ---------------------------------------------------------------------------------

@@ -16,6 +16,10 @@ def test_defaults_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.placement_policy() == "cheapest"
     assert settings.positive_seconds("COLONY_X_SECONDS", 2.5) == 2.5
     assert settings.flag("COLONY_X_FLAG") is False
+    monkeypatch.delenv("COLONY_PLACEMENT_KINDS", raising=False)
+    assert settings.placement_kinds() is None
+    monkeypatch.setenv("COLONY_PLACEMENT_KINDS", "pytorchjobs.kubeflow.org, jobsets.jobset.x-k8s.io,")
+    assert settings.placement_kinds() == {"pytorchjobs.kubeflow.org", "jobsets.jobset.x-k8s.io"}
 
 
 @pytest.mark.parametrize("policy", ["cheapest", "binpack", "spread", "ordered"])
@@ -35,6 +39,7 @@ def seconds() -> float:
         ("COLONY_X_SECONDS", "soon", seconds, "not a number"),
         ("COLONY_X_SECONDS", "-1", seconds, "above zero"),
         ("COLONY_X_FLAG", "maybe", lambda: settings.flag("COLONY_X_FLAG"), "true or false"),
+        ("COLONY_PLACEMENT_KINDS", "PyTorchJob", settings.placement_kinds, "is not plural.group"),
     ],
 )
 def test_bad_values_name_the_variable(

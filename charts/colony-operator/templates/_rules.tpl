@@ -21,11 +21,33 @@ RBAC rules of the operator (see rbac.yaml). Every entry names what uses it; the 
 - apiGroups: [infra.exalsius.ai]
   resources: [gpuqueues/status]
   verbs: [patch]
+# Placement: WorkloadDefinitions and PlacementPolicies are read every pass; whether each definition
+# was accepted, and each policy's counts, are written to their status.
+- apiGroups: [infra.exalsius.ai]
+  resources: [placementpolicies, workloaddefinitions]
+  verbs: [list]
+- apiGroups: [infra.exalsius.ai]
+  resources: [placementpolicies/status, workloaddefinitions/status]
+  verbs: [patch]
+{{- if .Values.placement.kinds }}
+# Framework objects to place (placement.kinds), read in every namespace.
+{{- end }}
+{{- range .Values.placement.kinds }}
+{{- $parts := splitn "." 2 . }}
+- apiGroups: [{{ $parts._1 }}]
+  resources: [{{ $parts._0 }}]
+  verbs: [list]
+{{- end }}
 {{- if include "colony-operator.namespacedRbac" . }}
-# kopf in namespaced mode follows which namespaces exist.
+# kopf in namespaced mode follows which namespaces exist (placement reads their labels too).
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [list, watch]
+{{- else }}
+# PlacementPolicies select namespaces by their labels.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list]
 {{- end }}
 {{- end -}}
 
@@ -48,7 +70,17 @@ RBAC rules of the operator (see rbac.yaml). Every entry names what uses it; the 
 - apiGroups: [training.exalsius.ai]
   resources: [ddpjobs/status]
   verbs: [patch]
-# Events on every state change (kopf and the GPR scheduler).
+{{- if .Values.placement.kinds }}
+# Placed framework objects (placement.kinds): finalizer and placement annotations; their status is
+# mirrored from the copy in the colony.
+{{- end }}
+{{- range .Values.placement.kinds }}
+{{- $parts := splitn "." 2 . }}
+- apiGroups: [{{ $parts._1 }}]
+  resources: [{{ $parts._0 }}, {{ $parts._0 }}/status]
+  verbs: [patch]
+{{- end }}
+# Events on every state change (kopf, the GPR scheduler and placement).
 - apiGroups: [""]
   resources: [events]
   verbs: [create]

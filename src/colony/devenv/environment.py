@@ -22,8 +22,11 @@ MANAGEMENT_UPSTREAM = (
     "volcano",
     "kubeflow",
     "kuberay",
+    "jobset",
 )
-COLONY_UPSTREAM = ("volcano", "kubeflow")
+COLONY_UPSTREAM = ("volcano", "kubeflow", "kuberay", "jobset")
+"""What a colony with every framework add-on serves; a colony that should lack a framework is
+started with fewer (`start_colony_cluster(..., upstream=...)`)."""
 
 DEFAULT_COLONY_NODES = (
     GPUNodeSpec("a100", product="NVIDIA-A100-SXM4-80GB", gpus=8, gpu_memory_mib=81920, count=2),
@@ -57,16 +60,21 @@ def start_management_cluster(tools: Tools, name: str = "management") -> LocalClu
 
 
 def start_colony_cluster(
-    tools: Tools, name: str, nodes: Sequence[GPUNodeSpec] = DEFAULT_COLONY_NODES
+    tools: Tools,
+    name: str,
+    nodes: Sequence[GPUNodeSpec] = DEFAULT_COLONY_NODES,
+    upstream: Sequence[str] = COLONY_UPSTREAM,
+    volcano: bool = True,
 ) -> LocalCluster:
-    """A colony (workload) cluster with kube-scheduler, Volcano's scheduler, kwok GPU nodes and
-    the framework CRDs."""
+    """A colony (workload) cluster with kube-scheduler, Volcano's scheduler (unless `volcano` is
+    false), kwok GPU nodes and the framework CRDs of `upstream` (volcano is always installed)."""
     cluster = LocalCluster(name, tools, scheduler=True, controller_manager=False, kwok=True)
     cluster.start()
     try:
-        cluster.install_crds(upstream_crd_files(tools, COLONY_UPSTREAM))
+        cluster.install_crds(upstream_crd_files(tools, ("volcano", *(g for g in upstream if g != "volcano"))))
         cluster.add_gpu_nodes(nodes)
-        cluster.start_volcano_scheduler()
+        if volcano:
+            cluster.start_volcano_scheduler()
     except BaseException:
         cluster.stop()
         raise

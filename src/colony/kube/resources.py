@@ -6,7 +6,7 @@ edits propagate, fields others own are left alone, and re-applying after a crash
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
@@ -81,7 +81,12 @@ class Kube:
             _preload_content=False,
             _return_http_data_only=True,
         )
-        data = await response.json(content_type=None)
+        try:
+            data = await response.json(content_type=None)
+        except ValueError:  # not JSON: e.g. "404 page not found" for a group version not served
+            data = {"message": (await response.text())[:300]}
+            if response.status < 400:
+                raise KubeApiError(response.status, "NotJSON", str(data["message"])) from None
         if response.status >= 400:
             error = {404: NotFound, 409: Conflict}.get(response.status, KubeApiError)
             raise error(response.status, str(data.get("reason", "")), str(data.get("message", data)))
@@ -173,6 +178,37 @@ class Kube:
         path = await self._path(api_version, kind, name, namespace)
         body = {"metadata": {"labels": dict(labels)}}
         return await self._call("PATCH", path, body=body, content_type="application/merge-patch+json")
+
+    async def patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        json_patch: bool = False,
+    ) -> Object:
+        """Merge-patch an object (or one of its subresources, e.g. `status`); with `json_patch`,
+        `body` is a JSON Patch (a list of operations). A `metadata.resourceVersion` in a merge patch
+        makes it apply only to that version (else 409 Conflict)."""
+        path = await self._path(api_version, kind, name, namespace)
+        if subresource:
+            path += f"/{subresource}"
+        content_type = "application/json-patch+json" if json_patch else "application/merge-patch+json"
+        return await self._call("PATCH", path, body=body, content_type=content_type)
+
+    async def api_resources(self, api_version: str) -> Sequence[Object] | None:
+        """The resources (with subresources, e.g. `pytorchjobs/status`) the API server serves in one
+        group version, from discovery; None when it serves no such group version."""
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        try:
+            found = await self._call("GET", path)
+        except NotFound:
+            return None
+        resources: Sequence[Object] = found.get("resources") or []
+        return resources
 
     async def create(self, manifest: Mapping[str, Any], *, field_manager: str | None = None) -> Object:
         """Create an object (POST; `metadata.generateName` works); Conflict when it exists.

@@ -1,0 +1,528 @@
+"""The placement loop: framework custom resources of the management cluster placed on colonies.
+
+One pass (every COLONY_PLACEMENT_INTERVAL_SECONDS):
+1. reads the WorkloadDefinitions (built-in plus user-supplied; their status says whether they were
+   accepted) and the PlacementPolicies, then every object of each defined kind the management cluster
+   serves, in the watched namespaces;
+2. for the objects a policy or the label `placement.exalsius.ai/enabled: "true"` selects (or that
+   carry our finalizer): their demand (colony.workloads), the colonies that may take them (Ready,
+   visible to their namespace, chosen by the policy, serving the kind's CRD), their GPU requests
+   (colony.placement.requests), and the copies of placed ones in the colony clusters;
+3. decides per object (colony.placement.decide) and applies the actions; the GPU requests go through
+   the GPR queue and scheduler like any other.
+
+A loop rather than kopf handlers: the kinds are only known at run time (a WorkloadDefinition may be
+applied at any time), and one pass reads each colony cluster once for all objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import logging
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+
+from colony import events, metrics, settings
+from colony.api import COLONY, GPR
+from colony.api.placementpolicy import PLACEMENT_POLICY
+from colony.api.workloaddefinition import WORKLOAD_DEFINITION
+from colony.controllers.placement_clusters import (
+    ColonyAccess,
+    CopyConflict,
+    Discovery,
+    create_copy,
+    list_copies,
+    open_colony,
+    serving,
+)
+from colony.gpu import GPU_RESOURCE
+from colony.kube.colony_clusters import ClusterAccessError
+from colony.kube.resources import Conflict, Kube, KubeApiError, NotFound
+from colony.placement import decide as actions
+from colony.placement.candidates import Candidates, ColonyView, candidates, colony_view, visible
+from colony.placement.names import (
+    CLUSTER_ANNOTATION,
+    COLONY_ANNOTATION,
+    FINALIZER,
+    MESSAGE_ANNOTATION,
+    REQUEST_ANNOTATION,
+)
+from colony.placement.requests import MANAGED_LABEL, RequestPlan, Shape, Workload, members_of, plan_requests
+from colony.placement.selection import (
+    DEFAULT_SPEC,
+    Policy,
+    Selection,
+    needs_namespace_labels,
+    parse_policies,
+    select,
+)
+from colony.status.cost import format_time
+from colony.workloads.definition import DefinitionError, DefinitionRegistry, WorkloadDefinition
+from colony.workloads.demand import DemandError, compute_demand
+from colony.workloads.pinning import pin_to_nodes, strip_for_copy
+from colony.workloads.status import workload_phase
+
+PASS_INTERVAL_S = settings.positive_seconds("COLONY_PLACEMENT_INTERVAL_SECONDS", 1.0)
+KINDS = settings.placement_kinds()
+"""The framework resources placed (`plural.group`); None: every defined kind."""
+CONCURRENCY = 8
+"""Objects whose actions are applied at once."""
+GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+"""Added to the pod templates of a copy pinned to reserved GPU nodes (GPU nodes are often tainted)."""
+
+log = logging.getLogger(__name__)
+
+
+@kopf.on.startup()
+async def start_placement(memo: kopf.Memo, **_: Any) -> None:
+    """Run the placement loop for the operator's lifetime."""
+    memo.placement_task = asyncio.create_task(_loop(memo))
+
+
+@kopf.on.cleanup()
+async def stop_placement(memo: kopf.Memo, **_: Any) -> None:
+    task: asyncio.Task[None] | None = getattr(memo, "placement_task", None)
+    if task is not None:
+        task.cancel()
+
+
+async def _loop(memo: kopf.Memo) -> None:
+    while getattr(memo, "kube", None) is None or getattr(memo, "colony_clients", None) is None:
+        await asyncio.sleep(0.1)
+    discovery = Discovery()
+    while True:
+        try:
+            with metrics.observe_handler(PLACEMENT_POLICY.kind, "placement_pass"):
+                await run_pass(memo, discovery)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # one bad pass must not stop placement; the next one retries
+            log.exception("placement pass failed")
+        await asyncio.sleep(PASS_INTERVAL_S)
+
+
+def _watched(memo: kopf.Memo, namespace: str) -> bool:
+    patterns: Sequence[str] = getattr(memo, "namespaces", ()) or ()
+    return not patterns or any(fnmatch.fnmatchcase(namespace, p) for p in patterns)
+
+
+# -- reading -----------------------------------------------------------------------------------------
+
+
+async def _registry(memo: kopf.Memo) -> DefinitionRegistry:
+    """Built-in definitions plus the valid WorkloadDefinitions; each one's status records whether
+    it was accepted (written when that changes)."""
+    registry = DefinitionRegistry()
+    for obj in await memo.kube.list(WORKLOAD_DEFINITION.api_version, WORKLOAD_DEFINITION.kind):
+        error = None
+        try:
+            registry.add(obj)
+        except DefinitionError as problem:
+            error = str(problem)
+            log.warning("WorkloadDefinition %s rejected: %s", obj["metadata"]["name"], error)
+        await _definition_status(memo, obj, error)
+    return registry
+
+
+async def _definition_status(memo: kopf.Memo, obj: Mapping[str, Any], error: str | None) -> None:
+    status = obj.get("status") or {}
+    generation = obj["metadata"].get("generation")
+    accepted = "False" if error else "True"
+    current: Mapping[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Accepted"), {}
+    )
+    if status.get("observedGeneration") == generation and current.get("status") == accepted:
+        return
+    condition = {
+        "type": "Accepted",
+        "status": accepted,
+        "reason": "Invalid" if error else "Valid",
+        "message": error or "placement reads objects of this kind with it",
+        "lastTransitionTime": format_time(datetime.now(UTC)),
+        "observedGeneration": generation,
+    }
+    with contextlib.suppress(NotFound):
+        await memo.kube.patch_status(
+            WORKLOAD_DEFINITION.api_version,
+            WORKLOAD_DEFINITION.kind,
+            obj["metadata"]["name"],
+            None,
+            {"observedGeneration": generation, "message": error, "conditions": [condition]},
+        )
+
+
+async def _served(memo: kopf.Memo, discovery: Discovery, definition: WorkloadDefinition) -> bool:
+    try:
+        return await discovery.serves(memo.kube, definition.api_version, definition.plural)
+    except (KubeApiError, OSError, TimeoutError) as error:
+        log.warning("discovery of %s failed: %s", definition.api_version, error)
+        return False
+
+
+@dataclass
+class Pass:
+    """What one pass read."""
+
+    raw_policies: list[dict[str, Any]]
+    policies: list[Policy]
+    objects: list[tuple[WorkloadDefinition, dict[str, Any]]]
+    colonies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    access: dict[str, ColonyAccess] = field(default_factory=dict)
+    views: dict[str, ColonyView] = field(default_factory=dict)
+    gprs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    copies: dict[tuple[str, str, str], dict[str, dict[str, Any]] | None] = field(default_factory=dict)
+    """(colony, cluster, apiVersion/kind) -> copies by original uid; None: unreadable."""
+    status_subresource: dict[str, bool] = field(default_factory=dict)
+    """apiVersion/plural -> whether the management cluster has a status subresource for it."""
+
+
+async def _objects(
+    memo: kopf.Memo, discovery: Discovery, registry: DefinitionRegistry
+) -> list[tuple[WorkloadDefinition, dict[str, Any]]]:
+    found: list[tuple[WorkloadDefinition, dict[str, Any]]] = []
+    for definition in registry.definitions():
+        if KINDS is not None and f"{definition.plural}.{definition.group}" not in KINDS:
+            continue
+        if not await _served(memo, discovery, definition):
+            continue
+        for obj in await memo.kube.list(definition.api_version, definition.kind):
+            namespace = obj["metadata"].get("namespace")
+            if namespace and _watched(memo, namespace):  # cluster-scoped kinds are not placed
+                found.append((definition, obj))
+    return found
+
+
+async def _read_colonies(memo: kopf.Memo, world: Pass, namespaces: set[str]) -> None:
+    """The colonies objects of `namespaces` may use, and clients of their Ready clusters."""
+    for colony in await memo.kube.list(COLONY.api_version, COLONY.kind):
+        meta = colony["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        world.colonies[key] = colony
+        view = colony_view(colony, {})
+        if view.ready and any(visible(view, n) for n in namespaces):
+            world.access[key] = await open_colony(memo, colony)
+
+
+async def _colony_views(world: Pass, discovery: Discovery, definitions: Iterable[WorkloadDefinition]) -> None:
+    """Per colony, whether it serves each framework resource in play."""
+    for key, colony in world.colonies.items():
+        access = world.access.get(key)
+        served: dict[str, str | None] = {}
+        if access is not None:
+            for d in definitions:
+                served[f"{d.plural}.{d.group}"] = await serving(discovery, access, d.api_version, d.plural)
+        world.views[key] = colony_view(colony, served)
+
+
+async def _namespace_labels(memo: kopf.Memo, policies: Sequence[Policy]) -> dict[str, dict[str, str]]:
+    if not needs_namespace_labels(policies):
+        return {}
+    return {
+        n["metadata"]["name"]: n["metadata"].get("labels") or {}
+        for n in await memo.kube.list("v1", "Namespace")
+    }
+
+
+def _shape(definition: WorkloadDefinition, obj: Mapping[str, Any]) -> tuple[Shape | None, str | None]:
+    """The object's GPU gang (None: it asks for no GPUs), or why it cannot be told."""
+    try:
+        demand = compute_demand(definition, obj)
+        if demand.gpu_pods == 0:
+            return None, None
+        shape = demand.request_shape()
+    except DemandError as error:
+        return None, str(error)
+    return Shape(shape.nodes, shape.gpus_per_node, tuple(shape.gpu_types)), None
+
+
+async def _read_copies(world: Pass, workloads: Sequence[tuple[WorkloadDefinition, Workload]]) -> None:
+    """One LIST per (colony cluster, kind) holding placed objects."""
+    wanted = {
+        (w.annotations[COLONY_ANNOTATION], w.annotations.get(CLUSTER_ANNOTATION, ""), d.api_version, d.kind)
+        for d, w in workloads
+        if w.annotations.get(COLONY_ANNOTATION)
+    }
+    for colony, cluster, api_version, kind in sorted(wanted):
+        access = world.access.get(colony)
+        kube = access.clients.get(cluster) if access is not None else None
+        copies = None
+        if kube is not None:
+            try:
+                copies = await list_copies(kube, api_version, kind)
+            except (KubeApiError, OSError, TimeoutError) as error:
+                log.warning(
+                    "copies of %s in colony %s cluster %s unreadable: %s", kind, colony, cluster, error
+                )
+        world.copies[(colony, cluster, f"{api_version}/{kind}")] = copies
+
+
+# -- the pass ----------------------------------------------------------------------------------------
+
+
+async def run_pass(memo: kopf.Memo, discovery: Discovery) -> None:
+    """One placement pass."""
+    registry = await _registry(memo)
+    raw_policies = await memo.kube.list(PLACEMENT_POLICY.api_version, PLACEMENT_POLICY.kind)
+    policies, invalid = parse_policies(raw_policies)
+    for name, why in invalid.items():
+        log.warning("PlacementPolicy %s ignored: %s", name, why)
+    world = Pass(raw_policies, policies, await _objects(memo, discovery, registry))
+    namespace_labels = await _namespace_labels(memo, policies)
+    chosen: list[tuple[WorkloadDefinition, dict[str, Any], Selection | None]] = []
+    for definition, obj in world.objects:
+        selection = select(
+            obj,
+            definition.group,
+            definition.kind,
+            namespace_labels.get(obj["metadata"]["namespace"]),
+            policies,
+        )
+        if selection is not None or FINALIZER in (obj["metadata"].get("finalizers") or []):
+            chosen.append((definition, obj, selection))
+    if chosen:
+        await _place(memo, discovery, world, chosen)
+    await _policy_status(memo, world, chosen)
+
+
+async def _place(
+    memo: kopf.Memo,
+    discovery: Discovery,
+    world: Pass,
+    chosen: Sequence[tuple[WorkloadDefinition, dict[str, Any], Selection | None]],
+) -> None:
+    await _read_colonies(memo, world, {obj["metadata"]["namespace"] for _, obj, _ in chosen})
+    definitions = {d.name: d for d, _, _ in chosen}
+    await _colony_views(world, discovery, definitions.values())
+    for gpr in await memo.kube.list(GPR.api_version, GPR.kind, label_selector=f"{MANAGED_LABEL}=true"):
+        world.gprs[(gpr["metadata"]["namespace"], gpr["metadata"]["name"])] = gpr
+    selected: list[tuple[WorkloadDefinition, Workload]] = []
+    dropped: list[tuple[WorkloadDefinition, Workload]] = []
+    for definition, obj, selection in chosen:
+        namespace = obj["metadata"]["namespace"]
+        resource = f"{definition.plural}.{definition.group}"
+        if selection is None:
+            w = Workload(obj, Selection(None, DEFAULT_SPEC), Candidates((), False, ()), None)
+            dropped.append((definition, w))
+            continue
+        shape, error = _shape(definition, obj)
+        found = candidates(namespace, selection, resource, definition.addon, world.views)
+        selected.append((definition, Workload(obj, selection, found, shape, error)))
+    await _read_copies(world, selected + dropped)
+    plans = plan_requests([w for _, w in selected], world.gprs)
+    work: list[Awaitable[None]] = []
+    for definition, w in selected:
+        uses_request = w.shape is not None or bool(w.annotations.get(REQUEST_ANNOTATION))
+        plan = plans.get((w.namespace, w.member)) if uses_request else None
+        seen = _observed(world, definition, w)
+        todo = actions.decide(w, plan, seen, _pin(definition), _phase_of(definition))
+        work.append(_execute(memo, discovery, world, definition, w, todo))
+    for definition, w in dropped:
+        plan = _recorded_plan(world, w)
+        todo = actions.unplace(w, plan, _observed(world, definition, w).colony_ready)
+        work.append(_execute(memo, discovery, world, definition, w, todo))
+    await _concurrently(work)
+
+
+def _pin(definition: WorkloadDefinition) -> actions.Pin:
+    def pin(obj: Mapping[str, Any], selector: dict[str, str]) -> dict[str, Any]:
+        stripped = strip_for_copy(obj)
+        if not selector:
+            return stripped
+        return pin_to_nodes(definition, stripped, selector, [GPU_TOLERATION])
+
+    return pin
+
+
+def _phase_of(definition: WorkloadDefinition) -> actions.PhaseOf:
+    def phase(copy: Mapping[str, Any]) -> str:
+        return str(workload_phase(definition, copy))
+
+    return phase
+
+
+def _recorded_plan(world: Pass, w: Workload) -> RequestPlan | None:
+    """The request an object that is no longer selected used (its annotation); deleted with it
+    unless other objects of its group use it too."""
+    name = w.annotations.get(REQUEST_ANNOTATION)
+    if not name:
+        return None
+    existing = world.gprs.get((w.namespace, name))
+    others = set(members_of(existing)) - {w.member}
+    return RequestPlan(name, existing, release=not others)
+
+
+def _observed(world: Pass, definition: WorkloadDefinition, w: Workload) -> actions.Observed:
+    colony = w.annotations.get(COLONY_ANNOTATION)
+    if not colony:
+        return actions.Observed()
+    view = world.views.get(colony)
+    ready = view is not None and view.ready
+    cluster = w.annotations.get(CLUSTER_ANNOTATION, "")
+    copies = world.copies.get((colony, cluster, f"{definition.api_version}/{definition.kind}"))
+    if copies is None:
+        return actions.Observed(colony_ready=ready)
+    return actions.Observed(ready, True, copies.get(str(w.obj["metadata"]["uid"])))
+
+
+# -- applying ----------------------------------------------------------------------------------------
+
+
+async def _execute(
+    memo: kopf.Memo,
+    discovery: Discovery,
+    world: Pass,
+    definition: WorkloadDefinition,
+    w: Workload,
+    todo: Sequence[actions.Action],
+) -> None:
+    """Apply one object's actions in order; a failure stops them (the next pass decides again) and
+    is recorded on the object."""
+    meta = w.obj["metadata"]
+    for action in todo:
+        try:
+            await _apply_one(memo, discovery, world, definition, w, action)
+        except (KubeApiError, ClusterAccessError, CopyConflict, OSError, TimeoutError) as error:
+            if isinstance(error, Conflict | NotFound) and not isinstance(action, actions.ApplyCopy):
+                log.debug("placement of %s/%s: %s (next pass)", meta["namespace"], meta["name"], error)
+                return
+            message = f"placement failed: {type(action).__name__}: {error}"
+            log.warning("%s %s/%s: %s", definition.kind, meta["namespace"], meta["name"], message)
+            if (meta.get("annotations") or {}).get(MESSAGE_ANNOTATION) != message:
+                with contextlib.suppress(KubeApiError, OSError):
+                    await _annotate(memo, definition, w, {MESSAGE_ANNOTATION: message})
+                    await _event(memo, definition, w, "PlacementFailed", message, warning=True)
+            return
+
+
+async def _apply_one(
+    memo: kopf.Memo,
+    discovery: Discovery,
+    world: Pass,
+    definition: WorkloadDefinition,
+    w: Workload,
+    action: actions.Action,
+) -> None:
+    meta = w.obj["metadata"]
+    kube: Kube = memo.kube
+    if isinstance(action, actions.AddFinalizer | actions.RemoveFinalizer):
+        finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+        if isinstance(action, actions.AddFinalizer):
+            finalizers.append(FINALIZER)
+        body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
+        await kube.patch(definition.api_version, definition.kind, meta["name"], meta["namespace"], body)
+    elif isinstance(action, actions.ApplyRequest):
+        await kube.apply(action.manifest)
+    elif isinstance(action, actions.DeleteRequest):
+        await kube.delete(GPR.api_version, GPR.kind, action.name, meta["namespace"])
+    elif isinstance(action, actions.ApplyCopy):
+        target = _cluster(world, action.colony, action.cluster)
+        update = bool(meta.get("annotations", {}).get(COLONY_ANNOTATION))
+        await create_copy(target, action.manifest, update)
+    elif isinstance(action, actions.DeleteCopy):
+        target = _cluster(world, action.colony, action.cluster)
+        await target.delete(definition.api_version, definition.kind, meta["name"], meta["namespace"])
+    elif isinstance(action, actions.MirrorStatus):
+        await _mirror(memo, discovery, definition, w, action.status)
+    elif isinstance(action, actions.Annotate):
+        await _annotate(memo, definition, w, action.annotations)
+    elif isinstance(action, actions.Event):
+        await _event(memo, definition, w, action.reason, action.message, action.warning)
+
+
+def _cluster(world: Pass, colony: str, cluster: str) -> Kube:
+    access = world.access.get(colony)
+    kube = access.clients.get(cluster) if access is not None else None
+    if kube is None:
+        why = (access.errors.get(cluster) if access is not None else None) or "not Ready"
+        raise ClusterAccessError(f"colony {colony} cluster {cluster}: {why}")
+    return kube
+
+
+async def _mirror(
+    memo: kopf.Memo, discovery: Discovery, definition: WorkloadDefinition, w: Workload, status: dict[str, Any]
+) -> None:
+    """The copy's status onto the original (replaced whole: the management cluster runs no
+    controller of the kind, so the copy's is the only status there is)."""
+    meta = w.obj["metadata"]
+    subresource = (
+        "status" if await discovery.has_status(memo.kube, definition.api_version, definition.plural) else None
+    )
+    await memo.kube.patch(
+        definition.api_version,
+        definition.kind,
+        meta["name"],
+        meta["namespace"],
+        [{"op": "add", "path": "/status", "value": status}],
+        subresource=subresource,
+        json_patch=True,
+    )
+
+
+async def _annotate(
+    memo: kopf.Memo, definition: WorkloadDefinition, w: Workload, annotations: Mapping[str, str | None]
+) -> None:
+    meta = w.obj["metadata"]
+    body = {"metadata": {"annotations": dict(annotations)}}
+    await memo.kube.patch(definition.api_version, definition.kind, meta["name"], meta["namespace"], body)
+
+
+async def _event(
+    memo: kopf.Memo,
+    definition: WorkloadDefinition,
+    w: Workload,
+    reason: str,
+    message: str,
+    warning: bool = False,
+) -> None:
+    await events.post_now(
+        memo.kube,
+        definition.api_version,
+        definition.kind,
+        w.obj["metadata"],
+        reason,
+        message,
+        warning=warning,
+    )
+
+
+async def _policy_status(
+    memo: kopf.Memo,
+    world: Pass,
+    chosen: Sequence[tuple[WorkloadDefinition, dict[str, Any], Selection | None]],
+) -> None:
+    """Each policy's counts of selected and placed objects, written when they change."""
+    counts = {p.name: [0, 0] for p in world.policies}
+    for _, obj, selection in chosen:
+        if selection is not None and selection.policy in counts:
+            counts[selection.policy][0] += 1
+            if (obj["metadata"].get("annotations") or {}).get(COLONY_ANNOTATION):
+                counts[selection.policy][1] += 1
+    raw = {p["metadata"]["name"]: p for p in world.raw_policies}
+    for name, (selected, placed) in counts.items():
+        current = (raw.get(name) or {}).get("status") or {}
+        generation = (raw.get(name) or {}).get("metadata", {}).get("generation")
+        wanted = {"selected": selected, "placed": placed, "observedGeneration": generation}
+        if {k: current.get(k) for k in wanted} != wanted:
+            with contextlib.suppress(NotFound):
+                await memo.kube.patch_status(
+                    PLACEMENT_POLICY.api_version, PLACEMENT_POLICY.kind, name, None, wanted
+                )
+
+
+async def _concurrently(calls: Iterable[Awaitable[None]], limit: int = CONCURRENCY) -> None:
+    semaphore = asyncio.Semaphore(limit)
+
+    async def bounded(call: Awaitable[None]) -> None:
+        async with semaphore:
+            await call
+
+    results = await asyncio.gather(*(bounded(call) for call in calls), return_exceptions=True)
+    for result in results:
+        if isinstance(result, Exception):
+            log.warning("placement of an object failed: %s", result)

@@ -1,0 +1,354 @@
+"""What to do for one framework object now: a list of actions, applied in order by the controller.
+
+The lifecycle of a selected object (state lives in annotations on it, see names.py):
+
+1. finalizer on; its demand computed (an error: phase Unplaceable, the reason, a warning Event);
+2. its GPU request created (or updated while it waits) for the colonies that may take it; phase
+   Queued with why it waits, including every colony excluded and why;
+3. request Ready: the copy is created in the colony's cluster, pinned to the reserved nodes; the
+   colony is recorded; phase Pending;
+4. while placed: the copy's status is mirrored onto the original, its standard phase recorded (Event
+   on each change); finished (Succeeded/Failed): the request is deleted, the GPUs freed;
+5. colony lost (deleted, not Ready), request lost (evicted, released, deleted), copy deleted by
+   someone, or the policy no longer allowing the colony: the copy is deleted and the object queued
+   again (a new request);
+6. deleted, or no longer selected: copy and request deleted, annotations dropped, finalizer off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from colony.placement.names import (
+    CLUSTER_ANNOTATION,
+    COLONY_ANNOTATION,
+    FINALIZER,
+    FINISHED_PHASES,
+    GENERATION_ANNOTATION,
+    MESSAGE_ANNOTATION,
+    ORIGIN_ANNOTATION,
+    ORIGIN_UID_LABEL,
+    OWN_ANNOTATIONS,
+    PHASE_ANNOTATION,
+    REQUEST_ANNOTATION,
+)
+from colony.placement.requests import RequestPlan, Workload
+
+TERMINAL_REQUEST_PHASES = ("Expired", "Released", "Failed", "Evicted")
+
+
+@dataclass(frozen=True)
+class AddFinalizer:
+    pass
+
+
+@dataclass(frozen=True)
+class RemoveFinalizer:
+    pass
+
+
+@dataclass(frozen=True)
+class ApplyRequest:
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DeleteRequest:
+    name: str
+
+
+@dataclass(frozen=True)
+class ApplyCopy:
+    """Create (or update) the copy in `cluster` of `colony` (`namespace/name`)."""
+
+    colony: str
+    cluster: str
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DeleteCopy:
+    colony: str
+    cluster: str
+
+
+@dataclass(frozen=True)
+class MirrorStatus:
+    status: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Annotate:
+    """Set (None: remove) annotations of the original."""
+
+    annotations: dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class Event:
+    reason: str
+    message: str
+    warning: bool = False
+
+
+Action = (
+    AddFinalizer
+    | RemoveFinalizer
+    | ApplyRequest
+    | DeleteRequest
+    | ApplyCopy
+    | DeleteCopy
+    | MirrorStatus
+    | Annotate
+    | Event
+)
+
+Pin = Callable[[Mapping[str, Any], dict[str, str]], dict[str, Any]]
+"""(original, node selector) -> the copy to create (stripped, pinned; colony.workloads.pinning)."""
+PhaseOf = Callable[[Mapping[str, Any]], str]
+"""copy -> its standard phase (colony.workloads.status)."""
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the controller read about an object's placement besides the object itself.
+
+    colony_ready: the colony recorded on the object exists and is Ready;
+    copy_known: its cluster could be read (else `copy` says nothing);
+    copy: the copy found there (None: none)."""
+
+    colony_ready: bool = False
+    copy_known: bool = False
+    copy: Mapping[str, Any] | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _copy_metadata(obj: Mapping[str, Any], copy: dict[str, Any]) -> dict[str, Any]:
+    """Mark the copy as ours: the original's uid (label) and `namespace/name` (annotation)."""
+    meta = obj["metadata"]
+    copy_meta = copy.setdefault("metadata", {})
+    copy_meta["labels"] = {**(copy_meta.get("labels") or {}), ORIGIN_UID_LABEL: str(meta["uid"])}
+    annotations = {k: v for k, v in (copy_meta.get("annotations") or {}).items() if k not in OWN_ANNOTATIONS}
+    copy_meta["annotations"] = {**annotations, ORIGIN_ANNOTATION: f"{meta['namespace']}/{meta['name']}"}
+    return copy
+
+
+def render_copy(obj: Mapping[str, Any], plan: RequestPlan | None, pin: Pin) -> dict[str, Any]:
+    """The copy of `obj` for its colony: pinned to the request's reserved nodes (when it has one)."""
+    status = ((plan.existing if plan else None) or {}).get("status") or {}
+    selector: dict[str, str] = {}
+    label = status.get("reservationLabel")
+    if label and status.get("nodes"):
+        selector[str(label)] = str(status["nodes"][0]["gpus"])
+    return _copy_metadata(obj, pin(obj, selector))
+
+
+def _set(w: Workload, **values: str | None) -> list[Action]:
+    """Annotate only what changes (no write when nothing does)."""
+    current = w.annotations
+    keys = {
+        "colony": COLONY_ANNOTATION,
+        "cluster": CLUSTER_ANNOTATION,
+        "phase": PHASE_ANNOTATION,
+        "message": MESSAGE_ANNOTATION,
+        "generation": GENERATION_ANNOTATION,
+        "request": REQUEST_ANNOTATION,
+    }
+    changes = {keys[k]: v for k, v in values.items() if current.get(keys[k]) != v}
+    return [Annotate(changes)] if changes else []
+
+
+def _cleanup(w: Workload, plan: RequestPlan | None, colony_ready: bool) -> list[Action]:
+    """Copy and (own) request deleted."""
+    actions: list[Action] = []
+    colony, cluster = w.annotations.get(COLONY_ANNOTATION), w.annotations.get(CLUSTER_ANNOTATION)
+    if colony and cluster and colony_ready:
+        actions.append(DeleteCopy(colony, cluster))
+    if plan is not None and plan.present and plan.release:
+        actions.append(DeleteRequest(plan.name))
+    return actions
+
+
+def _waiting_message(w: Workload, plan: RequestPlan) -> str:
+    status = (plan.existing or {}).get("status") or {}
+    state = status.get("phase") or "new"
+    detail = f": {status['message']}" if status.get("message") else ""
+    message = f"waiting for GPUs: GPU request {plan.name} is {state}{detail}"
+    if not w.candidates.allowed:
+        message = f"no colony can take it ({w.selection.source})"
+    excluded = w.candidates.summary()
+    return f"{message}; excluded: {excluded}" if excluded else message
+
+
+def _lost(w: Workload, plan: RequestPlan | None, seen: Observed) -> str | None:
+    """Why a placed, unfinished object's copy is gone (None: it is fine)."""
+    colony = w.annotations.get(COLONY_ANNOTATION, "")
+    if not seen.colony_ready:
+        return f"colony {colony} is gone or not Ready"
+    if colony not in w.candidates.allowed:
+        return f"colony {colony} is no longer allowed ({w.selection.source})"
+    if plan is not None:
+        if not plan.present:
+            return f"its GPU request {plan.name} was deleted"
+        if not plan.running:
+            return f"its GPU request {plan.name} is {plan.phase}"
+    if seen.copy_known and seen.copy is None:
+        return f"its copy in colony {colony} was deleted"
+    return None
+
+
+def decide(
+    w: Workload, plan: RequestPlan | None, seen: Observed, pin: Pin, phase_of: PhaseOf
+) -> list[Action]:
+    """The actions for one object (see the module docstring); `plan` is None when it needs no GPUs."""
+    meta = w.obj["metadata"]
+    ours = FINALIZER in (meta.get("finalizers") or [])
+    if w.deleting:
+        return [*_cleanup(w, plan, seen.colony_ready), RemoveFinalizer()] if ours else []
+    actions: list[Action] = [] if ours else [AddFinalizer()]
+    colony = w.annotations.get(COLONY_ANNOTATION)
+    phase = w.annotations.get(PHASE_ANNOTATION)
+    if colony:
+        return actions + _placed(w, plan, seen, pin, phase_of, colony, phase)
+    if phase in FINISHED_PHASES:
+        return actions
+    if w.error is not None:
+        message = f"cannot compute its demand: {w.error}"
+        actions += _set(w, phase="Unplaceable", message=message)
+        if w.annotations.get(MESSAGE_ANNOTATION) != message:
+            actions.append(Event("Unplaceable", message, warning=True))
+        return actions
+    if plan is None:
+        return actions + _place_without_gpus(w, pin)
+    return actions + _queued(w, plan, pin, phase)
+
+
+def _place_without_gpus(w: Workload, pin: Pin) -> list[Action]:
+    """An object asking for no GPUs goes to its first candidate colony directly."""
+    if not w.candidates.allowed:
+        excluded = f"; excluded: {w.candidates.summary()}" if w.candidates.excluded else ""
+        return _set(w, phase="Queued", message=f"no colony can take it ({w.selection.source}){excluded}")
+    colony = w.candidates.allowed[0]
+    cluster = w.candidates.clusters[colony]
+    message = f"placed on colony {colony} (no GPUs requested)"
+    if w.candidates.excluded:
+        message += f"; excluded: {w.candidates.summary()}"
+    return [
+        ApplyCopy(colony, cluster, render_copy(w.obj, None, pin)),
+        *_set(w, colony=colony, cluster=cluster, phase="Pending", message=message, generation=_generation(w)),
+        Event("Placed", message),
+    ]
+
+
+def _generation(w: Workload) -> str:
+    return str(w.obj["metadata"].get("generation") or "")
+
+
+def _queued(w: Workload, plan: RequestPlan, pin: Pin, phase: str | None) -> list[Action]:
+    actions: list[Action] = []
+    if plan.error is not None:
+        message = f"cannot request GPUs: {plan.error}"
+        actions += _set(w, phase="Unplaceable", message=message, request=plan.name)
+        if w.annotations.get(MESSAGE_ANNOTATION) != message:
+            actions.append(Event("Unplaceable", message, warning=True))
+        return actions
+    if plan.present and plan.phase in TERMINAL_REQUEST_PHASES:
+        message = f"GPU request {plan.name} was {plan.phase}; asking again"
+        return [DeleteRequest(plan.name), *_set(w, phase="Queued", message=message)]
+    status = (plan.existing or {}).get("status") or {}
+    granted = str(status.get("colony") or "")
+    if plan.present and plan.phase == "Ready" and status.get("reservationLabel") and status.get("nodes"):
+        if plan.release and granted not in w.candidates.allowed:
+            message = (
+                f"GPU request {plan.name} got colony {granted}, which is no longer allowed; asking again"
+            )
+            return [DeleteRequest(plan.name), *_set(w, phase="Queued", message=message)]
+        cluster = str(status["nodes"][0]["cluster"])
+        message = (
+            f"placed on colony {granted} (cluster {cluster}): {status.get('gpusAllocated')} "
+            f"{status.get('gpuType')} GPU(s) of GPU request {plan.name}"
+        )
+        if w.candidates.excluded:
+            message += f"; excluded: {w.candidates.summary()}"
+        return [
+            ApplyCopy(granted, cluster, render_copy(w.obj, plan, pin)),
+            *_set(
+                w,
+                colony=granted,
+                cluster=cluster,
+                phase="Pending",
+                message=message,
+                generation=_generation(w),
+                request=plan.name,
+            ),
+            Event("Placed", message),
+        ]
+    if plan.manifest is not None:
+        actions.append(ApplyRequest(plan.manifest))
+    message = _waiting_message(w, plan)
+    actions += _set(w, phase="Queued", message=message, request=plan.name)
+    if phase is None:
+        actions.append(Event("Queued", message))
+    return actions
+
+
+def _placed(
+    w: Workload,
+    plan: RequestPlan | None,
+    seen: Observed,
+    pin: Pin,
+    phase_of: PhaseOf,
+    colony: str,
+    phase: str | None,
+) -> list[Action]:
+    cluster = w.annotations.get(CLUSTER_ANNOTATION) or ""
+    finished = phase in FINISHED_PHASES
+    if not finished and (why := _lost(w, plan, seen)) is not None:
+        actions: list[Action] = []
+        if seen.colony_ready and seen.copy is not None:
+            actions.append(DeleteCopy(colony, cluster))
+        if plan is not None and plan.present:
+            actions.append(DeleteRequest(plan.name))
+        message = f"{why}: queued again"
+        actions += _set(w, colony=None, cluster=None, generation=None, phase="Queued", message=message)
+        actions.append(Event("Rescheduled", message, warning=True))
+        return actions
+    actions = []
+    copy = seen.copy
+    if copy is None:
+        if finished and plan is not None and plan.present and plan.release:
+            actions.append(DeleteRequest(plan.name))
+        return actions
+    if not finished and w.annotations.get(GENERATION_ANNOTATION) != _generation(w):
+        actions.append(ApplyCopy(colony, cluster, render_copy(w.obj, plan, pin)))
+        actions += _set(w, generation=_generation(w))
+    status = copy.get("status")
+    if isinstance(status, dict) and status != (w.obj.get("status") or {}):
+        actions.append(MirrorStatus(status))
+    current = phase_of(copy)
+    if current != phase and not finished:
+        message = f"{current} on colony {colony}"
+        actions += _set(w, phase=current, message=message)
+        actions.append(Event(f"Workload{current}", message, warning=current == "Failed"))
+    if (current in FINISHED_PHASES or finished) and plan is not None and plan.present and plan.release:
+        actions.append(DeleteRequest(plan.name))
+        actions.append(Event("GPUsReleased", f"finished: GPU request {plan.name} deleted, its GPUs freed"))
+    return actions
+
+
+def unplace(w: Workload, plan: RequestPlan | None, colony_ready: bool) -> list[Action]:
+    """The object is no longer selected: copy and request deleted, our annotations and finalizer off."""
+    meta = w.obj["metadata"]
+    if FINALIZER not in (meta.get("finalizers") or []):
+        return []
+    actions = _cleanup(w, plan, colony_ready)
+    if w.deleting:
+        return [*actions, RemoveFinalizer()]
+    actions.append(Annotate(dict.fromkeys((k for k in OWN_ANNOTATIONS if k in w.annotations), None)))
+    actions.append(RemoveFinalizer())
+    actions.append(
+        Event("Unplaced", "no PlacementPolicy or label selects it any more: copy and GPU request deleted")
+    )
+    return actions
