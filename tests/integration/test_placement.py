@@ -399,3 +399,47 @@ def test_fill_and_spill_and_group_placement(
     assert {o["name"] for o in request["metadata"]["ownerReferences"]} == {"g1", "g2"}
     status = eventually(lambda: management.get_json("placementpolicy", group).get("status"), 20)
     assert status["selected"] == 2
+
+
+def test_a_policy_change_or_a_lost_colony_requeues_the_object(
+    management: LocalCluster,
+    rich: LocalCluster,
+    bare: LocalCluster,
+    namespace: str,
+    operator_process: ManagedProcess,
+    cleanup: list[tuple[str, ...]],
+) -> None:
+    """Runs last: the colony deleted here leaves its GPU reservation on rich's H100 node."""
+    move = f"move-{namespace}"
+    cleanup += [("pytorchjobs", "--all", "-n", namespace), ("placementpolicy", move)]
+    _colonies(management, namespace, rich, bare)
+    selector = {"matchLabels": {"app": "move"}}
+    management.apply([_policy(move, namespace, resourceSelector=selector, orderedColonies=["bare", "rich"])])
+    _apply(management, namespace, _pytorchjob("mover", 1, 8, H100, {"app": "move"}))
+    assert (
+        eventually(lambda: _placed_on(management, "pytorchjob", "mover", namespace), 60)
+        == f"{namespace}/bare"
+    )
+    assert _exists(bare, "pytorchjob", "mover", namespace)
+
+    # The policy no longer allows bare: the copy there is deleted and the job placed on rich.
+    management.apply([_policy(move, namespace, resourceSelector=selector, orderedColonies=["rich"])])
+    eventually(lambda: _placed_on(management, "pytorchjob", "mover", namespace) == f"{namespace}/rich", 60)
+    eventually(lambda: not _exists(bare, "pytorchjob", "mover", namespace), 30)
+    assert _exists(rich, "pytorchjob", "mover", namespace)
+    events = management.kubectl("get", "events", "-n", namespace).stdout
+    assert "Rescheduled" in events
+
+    # rich goes away: the job waits again, saying why.
+    management.kubectl("delete", "colony", "rich", "-n", namespace, "--wait=true", "--timeout=60s")
+
+    def waiting_for_rich() -> bool:
+        annotations = _annotations(management, "pytorchjob", "mover", namespace)
+        message = annotations.get(MESSAGE_ANNOTATION) or ""
+        return (
+            annotations.get(PHASE_ANNOTATION) == "Queued"
+            and f"colony {namespace}/rich does not exist" in message
+        )
+
+    eventually(waiting_for_rich, 60)
+    assert not _placed_on(management, "pytorchjob", "mover", namespace)

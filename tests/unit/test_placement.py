@@ -288,6 +288,9 @@ def test_a_lost_colony_or_request_or_copy_requeues_and_deletion_cleans_up() -> N
     assert isinstance(lost[1], act.Annotate) and lost[1].annotations[COLONY_ANNOTATION] is None
     gone = act.decide(w, plan, act.Observed(True, True, None), _pin, _phase)
     assert _kinds(gone) == ["DeleteRequest", "Annotate", "Event"] and "copy" in str(gone[1])
+    # A colony being deleted whose cluster can still be read: its copy is deleted too.
+    leaving = act.decide(w, plan, act.Observed(False, True, {"status": {}}), _pin, _phase)
+    assert _kinds(leaving) == ["DeleteCopy", "DeleteRequest", "Annotate", "Event"]
     evicted = RequestPlan("pytorchjob-train", {**_ready_request(), "status": {"phase": "Queued"}})
     steps = act.decide(w, evicted, act.Observed(True, True, {"status": {}}), _pin, _phase)
     assert _kinds(steps) == ["DeleteCopy", "DeleteRequest", "Annotate", "Event"]
@@ -302,7 +305,12 @@ def test_a_lost_colony_or_request_or_copy_requeues_and_deletion_cleans_up() -> N
         act.DeleteRequest("pytorchjob-train"),
         act.RemoveFinalizer(),
     ]
-    unplaced = act.unplace(_workload(_job(**on, **{REQUEST_ANNOTATION: "pytorchjob-train"})), plan, True)
+    # The copy's cluster, of a Ready colony, unread this pass: wait rather than leave the copy.
+    assert act.decide(_workload(deleting), plan, act.Observed(True, False, None), _pin, _phase) == []
+    gone_colony = act.decide(_workload(deleting), plan, act.Observed(False, False, None), _pin, _phase)
+    assert gone_colony == [act.DeleteRequest("pytorchjob-train"), act.RemoveFinalizer()]
+    job = _workload(_job(**on, **{REQUEST_ANNOTATION: "pytorchjob-train"}))
+    unplaced = act.unplace(job, plan, act.Observed(True, True, {}))
     assert _kinds(unplaced) == ["DeleteCopy", "DeleteRequest", "Annotate", "RemoveFinalizer", "Event"]
 
 

@@ -198,8 +198,9 @@ async def _objects(
     return found
 
 
-async def _read_colonies(memo: kopf.Memo, world: Pass, namespaces: set[str]) -> None:
-    """The colonies objects of `namespaces` may use, and clients of their Ready clusters."""
+async def _read_colonies(memo: kopf.Memo, world: Pass, namespaces: set[str], placed_on: set[str]) -> None:
+    """The colonies objects of `namespaces` may use, and clients of their Ready clusters; also of a
+    colony not Ready (being deleted, say) that holds copies, so that they can be deleted."""
     for colony in await memo.kube.list(COLONY.api_version, COLONY.kind):
         meta = colony["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
@@ -207,6 +208,8 @@ async def _read_colonies(memo: kopf.Memo, world: Pass, namespaces: set[str]) -> 
         view = colony_view(colony, {})
         if view.ready and any(visible(view, n) for n in namespaces):
             world.access[key] = await open_colony(memo, colony)
+        elif key in placed_on:
+            world.access[key] = await open_colony(memo, colony, only_ready=False)
 
 
 async def _colony_views(world: Pass, discovery: Discovery, definitions: Iterable[WorkloadDefinition]) -> None:
@@ -296,7 +299,12 @@ async def _place(
     world: Pass,
     chosen: Sequence[tuple[WorkloadDefinition, dict[str, Any], Selection | None]],
 ) -> None:
-    await _read_colonies(memo, world, {obj["metadata"]["namespace"] for _, obj, _ in chosen})
+    placed_on = {
+        str(colony)
+        for _, obj, _ in chosen
+        if (colony := (obj["metadata"].get("annotations") or {}).get(COLONY_ANNOTATION))
+    }
+    await _read_colonies(memo, world, {obj["metadata"]["namespace"] for _, obj, _ in chosen}, placed_on)
     definitions = {d.name: d for d, _, _ in chosen}
     await _colony_views(world, discovery, definitions.values())
     for gpr in await memo.kube.list(GPR.api_version, GPR.kind, label_selector=f"{MANAGED_LABEL}=true"):
@@ -324,7 +332,7 @@ async def _place(
         work.append(_execute(memo, discovery, world, definition, w, todo))
     for definition, w in dropped:
         plan = _recorded_plan(world, w)
-        todo = actions.unplace(w, plan, _observed(world, definition, w).colony_ready)
+        todo = actions.unplace(w, plan, _observed(world, definition, w))
         work.append(_execute(memo, discovery, world, definition, w, todo))
     await _concurrently(work)
 

@@ -65,12 +65,13 @@ class ColonyAccess:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-async def open_colony(memo: kopf.Memo, colony: Mapping[str, Any]) -> ColonyAccess:
-    """Clients of the Ready clusters of a Ready colony."""
+async def open_colony(memo: kopf.Memo, colony: Mapping[str, Any], only_ready: bool = True) -> ColonyAccess:
+    """Clients of the Ready clusters of a colony (of all its clusters unless `only_ready`: to delete
+    copies from a colony that is being deleted or has failed)."""
     meta = colony["metadata"]
     access = ColonyAccess(f"{meta['namespace']}/{meta['name']}")
     for cluster in (colony.get("status") or {}).get("clusters") or []:
-        if cluster.get("phase") != "Ready":
+        if only_ready and cluster.get("phase") != "Ready":
             continue
         try:
             access.clients[cluster["name"]] = await cluster_client(

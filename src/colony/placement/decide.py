@@ -116,7 +116,8 @@ class Observed:
     """What the controller read about an object's placement besides the object itself.
 
     colony_ready: the colony recorded on the object exists and is Ready;
-    copy_known: its cluster could be read (else `copy` says nothing);
+    copy_known: its cluster could be read, even while the colony is being deleted (else `copy` says
+    nothing);
     copy: the copy found there (None: none)."""
 
     colony_ready: bool = False
@@ -160,12 +161,17 @@ def _set(w: Workload, **values: str | None) -> list[Action]:
     return [Annotate(changes)] if changes else []
 
 
-def _cleanup(w: Workload, plan: RequestPlan | None, colony_ready: bool) -> list[Action]:
-    """Copy and (own) request deleted."""
+def _cleanup(w: Workload, plan: RequestPlan | None, seen: Observed) -> list[Action] | None:
+    """Copy and (own) request deleted; None: wait (the copy's cluster, of a Ready colony, could not
+    be read this pass). A copy on a colony that is gone or not Ready and unreachable is left."""
     actions: list[Action] = []
     colony, cluster = w.annotations.get(COLONY_ANNOTATION), w.annotations.get(CLUSTER_ANNOTATION)
-    if colony and cluster and colony_ready:
-        actions.append(DeleteCopy(colony, cluster))
+    if colony and cluster:
+        if seen.copy_known:
+            if seen.copy is not None:
+                actions.append(DeleteCopy(colony, cluster))
+        elif seen.colony_ready:
+            return None
     if plan is not None and plan.present and plan.release:
         actions.append(DeleteRequest(plan.name))
     return actions
@@ -206,7 +212,9 @@ def decide(
     meta = w.obj["metadata"]
     ours = FINALIZER in (meta.get("finalizers") or [])
     if w.deleting:
-        return [*_cleanup(w, plan, seen.colony_ready), RemoveFinalizer()] if ours else []
+        if not ours or (cleanup := _cleanup(w, plan, seen)) is None:
+            return []
+        return [*cleanup, RemoveFinalizer()]
     actions: list[Action] = [] if ours else [AddFinalizer()]
     colony = w.annotations.get(COLONY_ANNOTATION)
     phase = w.annotations.get(PHASE_ANNOTATION)
@@ -307,7 +315,7 @@ def _placed(
     finished = phase in FINISHED_PHASES
     if not finished and (why := _lost(w, plan, seen)) is not None:
         actions: list[Action] = []
-        if seen.colony_ready and seen.copy is not None:
+        if seen.copy_known and seen.copy is not None:  # e.g. on a colony being deleted
             actions.append(DeleteCopy(colony, cluster))
         if plan is not None and plan.present:
             actions.append(DeleteRequest(plan.name))
@@ -338,12 +346,14 @@ def _placed(
     return actions
 
 
-def unplace(w: Workload, plan: RequestPlan | None, colony_ready: bool) -> list[Action]:
+def unplace(w: Workload, plan: RequestPlan | None, seen: Observed) -> list[Action]:
     """The object is no longer selected: copy and request deleted, our annotations and finalizer off."""
     meta = w.obj["metadata"]
     if FINALIZER not in (meta.get("finalizers") or []):
         return []
-    actions = _cleanup(w, plan, colony_ready)
+    actions = _cleanup(w, plan, seen)
+    if actions is None:
+        return []
     if w.deleting:
         return [*actions, RemoveFinalizer()]
     actions.append(Annotate(dict.fromkeys((k for k in OWN_ANNOTATIONS if k in w.annotations), None)))
