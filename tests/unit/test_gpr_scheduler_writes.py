@@ -261,3 +261,19 @@ def test_candidate_colonies_are_narrowed_to_the_listed_ones_and_queue_name_is_ho
     assert gpr_scheduler._gpr_queue(world, gpr) == "gold"
     gpr["spec"]["queueName"] = "platinum"
     assert "no GPUQueue of that name lists namespace team" in gpr_scheduler._gpr_queue(world, gpr)
+
+
+def test_informer_keeps_objects_without_managed_fields_and_kopf_diff_base() -> None:
+    informer = Informer(cast(Any, None), "infra.exalsius.ai", "v1", "gpuprovisioningrequests", "GPR")
+    gpr = _gpr("a", 5)
+    gpr["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    gpr["metadata"]["annotations"] = {
+        "colony.exalsius.ai/last-handled-configuration": '{"spec": {}}',
+        "team": "a",
+    }
+    informer.put(gpr)
+    (kept,) = informer.objects()
+    assert "managedFields" not in kept["metadata"]
+    assert kept["metadata"]["annotations"] == {"team": "a"}
+    assert kept["spec"] == gpr["spec"] and kept["metadata"]["resourceVersion"] == "5"
+    assert "managedFields" in gpr["metadata"]  # the caller's object is not changed
