@@ -45,7 +45,6 @@ import yaml
 from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio import config as kconfig
 from kubernetes_asyncio import watch as kwatch
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from bench.report import SIZES, Table
 from colony.devenv.cluster import LocalCluster
@@ -379,8 +378,9 @@ async def watch_gprs(api: kclient.ApiClient, runner: Runner) -> None:
             async for event in stream:
                 if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
                     runner.on_event(event["type"], event["object"], loop.time())
-        except (ApiException, OSError, TimeoutError) as error:
-            runner.errors.append(f"watch restarted: {error}")
+        except Exception as error:  # any failure of the stream (a dropped connection, 410 Gone): list again
+            runner.errors.append(f"watch restarted: {type(error).__name__}: {error}")
+            await asyncio.sleep(1)
 
 
 async def generate(kube: Kube, scale: Scale, workloads: dict[str, Workload]) -> float:
