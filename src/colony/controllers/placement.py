@@ -161,7 +161,7 @@ async def _served(memo: kopf.Memo, discovery: Discovery, definition: WorkloadDef
     try:
         return await discovery.serves(memo.kube, definition.api_version, definition.plural)
     except (KubeApiError, OSError, TimeoutError) as error:
-        log.warning("discovery of %s failed: %s", definition.api_version, error)
+        log.warning("discovery of %s failed (%s): %s", definition.api_version, type(error).__name__, error)
         return False
 
 
