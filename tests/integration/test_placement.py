@@ -24,7 +24,7 @@ from colony.devenv.environment import start_colony_cluster
 from colony.devenv.kwok import GPUNodeSpec
 from colony.devenv.process import ManagedProcess
 from colony.devenv.tools import Tools
-from colony.placement.names import COLONY_ANNOTATION, MESSAGE_ANNOTATION, PHASE_ANNOTATION
+from colony.placement.names import COLONY_ANNOTATION, COPIES_ANNOTATION, MESSAGE_ANNOTATION, PHASE_ANNOTATION
 from tests.integration.conftest import eventually
 from tests.integration.test_colony_controller import _apply, _kubeconfig_secret, _phase_is
 
@@ -399,6 +399,65 @@ def test_fill_and_spill_and_group_placement(
     assert {o["name"] for o in request["metadata"]["ownerReferences"]} == {"g1", "g2"}
     status = eventually(lambda: management.get_json("placementpolicy", group).get("status"), 20)
     assert status["selected"] == 2
+
+
+def test_spread_duplicate_places_a_copy_on_every_colony_and_deleting_the_original_removes_them(
+    management: LocalCluster,
+    rich: LocalCluster,
+    bare: LocalCluster,
+    namespace: str,
+    operator_process: ManagedProcess,
+    cleanup: list[tuple[str, ...]],
+) -> None:
+    spread = f"spread-{namespace}"
+    cleanup += [
+        ("pytorchjobs", "--all", "-n", namespace),
+        ("placementpolicy", spread),
+        ("placementpolicy", f"divide-{namespace}"),
+    ]
+    _colonies(management, namespace, rich, bare)
+    # Only Duplicate is supported: the API server rejects Divide, saying so.
+    divide = _policy(f"divide-{namespace}", namespace, spread={"mode": "Divide"})
+    rejected = management.kubectl("apply", "-f", "-", input_text=json.dumps(divide), check=False)
+    assert rejected.returncode != 0 and "Divide is not supported" in rejected.stderr, rejected.stderr
+    selector = {"matchLabels": {"app": "dup"}}
+    management.apply([_policy(spread, namespace, resourceSelector=selector, spread={"mode": "Duplicate"})])
+    # 1 GPU of any type: both colonies serve PyTorchJob and have room; one copy on each.
+    _apply(management, namespace, _pytorchjob("everywhere", 1, 1, None, {"app": "dup"}))
+    colonies = {"rich": rich, "bare": bare}
+    eventually(lambda: all(_exists(c, "pytorchjob", "everywhere", namespace) for c in colonies.values()), 90)
+    for name, cluster in colonies.items():
+        gpr = management.get_json("gpr", f"pytorchjob-everywhere--{name}", "-n", namespace)
+        assert gpr["spec"]["colonies"] == [f"{namespace}/{name}"]
+        assert gpr["status"]["phase"] == "Ready" and gpr["status"]["colony"] == f"{namespace}/{name}"
+        copy = cluster.get_json("pytorchjob", "everywhere", "-n", namespace)
+        selector_of = copy["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"]
+        assert selector_of[gpr["status"]["reservationLabel"]] == "1"
+    copies = eventually(
+        lambda: _annotations(management, "pytorchjob", "everywhere", namespace).get(COPIES_ANNOTATION), 20
+    )
+    assert set(json.loads(copies)) == {f"{namespace}/rich", f"{namespace}/bare"}
+
+    # Both copies run (the framework played here): the original's phase is the worst, Running.
+    conditions = [{"type": "Running", "status": "True", "reason": "Started", "message": "running"}]
+    _set_status(rich, "pytorchjob", "everywhere", namespace, {"conditions": conditions})
+    _set_status(bare, "pytorchjob", "everywhere", namespace, {"conditions": conditions})
+    eventually(
+        lambda: (
+            _annotations(management, "pytorchjob", "everywhere", namespace).get(PHASE_ANNOTATION) == "Running"
+        ),
+        30,
+    )
+
+    # Deleting the original deletes both copies and both GPU requests.
+    management.kubectl("delete", "pytorchjob", "everywhere", "-n", namespace, "--wait=true", "--timeout=60s")
+    eventually(
+        lambda: not any(_exists(c, "pytorchjob", "everywhere", namespace) for c in colonies.values()), 30
+    )
+    for name in colonies:
+        eventually(
+            lambda n=name: not _exists(management, "gpr", f"pytorchjob-everywhere--{n}", namespace), 30
+        )
 
 
 def test_a_policy_change_or_a_lost_colony_requeues_the_object(

@@ -8,16 +8,20 @@ from typing import Any
 
 from colony.api.placementpolicy import PlacementPolicySpec
 from colony.placement import decide as act
+from colony.placement import duplicate as dup
 from colony.placement.candidates import Candidates, ColonyView, candidates, colony_view
 from colony.placement.names import (
     CLUSTER_ANNOTATION,
     COLONY_ANNOTATION,
+    COPIES_ANNOTATION,
     FINALIZER,
     GENERATION_ANNOTATION,
     MEMBERS_ANNOTATION,
+    MESSAGE_ANNOTATION,
     ORIGIN_UID_LABEL,
     PHASE_ANNOTATION,
     REQUEST_ANNOTATION,
+    duplicate_request_name,
     group_request_name,
     request_name,
 )
@@ -322,3 +326,153 @@ def test_demand_errors_and_objects_without_gpus() -> None:
     steps = act.decide(cpu, None, act.Observed(), _pin, _phase)
     assert _kinds(steps) == ["ApplyCopy", "Annotate", "Event"]
     assert isinstance(steps[0], act.ApplyCopy) and steps[0].manifest["pinned"] == {}
+
+
+DUPLICATE = Selection("everywhere", PlacementPolicySpec.model_validate({"spread": {"mode": "Duplicate"}}))
+TWO = ("team/a", "team/b")
+
+
+def _gpr(colony: str, phase: str, ready: bool = False) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, "colony": colony}
+    if ready:
+        status |= {
+            "reservationLabel": "gpr.colony.exalsius.ai/abc",
+            "nodes": [{"cluster": "onprem", "gpus": 8}],
+        }
+    return {
+        "metadata": {
+            "name": duplicate_request_name("PyTorchJob", "train", colony, "team"),
+            "annotations": {COLONY_ANNOTATION: colony},
+            "ownerReferences": [{"uid": "uid-train"}],
+        },
+        "spec": {},
+        "status": status,
+    }
+
+
+def _copies(**phases: str) -> str:
+    records = {f"team/{c}": dup.Record("onprem", p, "1") for c, p in phases.items()}
+    return dup.encode(records) or ""
+
+
+def test_spread_accepts_duplicate_only_and_the_crd_rejects_divide_with_a_message() -> None:
+    assert dup.is_duplicate(DUPLICATE) and not dup.is_duplicate(LABELLED)
+    policies, invalid = parse_policies(
+        [{"metadata": {"name": "divide"}, "spec": {"spread": {"mode": "Divide"}}}]
+    )
+    assert policies == [] and "Divide is not supported" in invalid["divide"]
+    from colony.api.crdgen import crd_for
+    from colony.api.placementpolicy import PLACEMENT_POLICY
+
+    schema = crd_for(PLACEMENT_POLICY)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    spread = schema["properties"]["spec"]["properties"]["spread"]
+    assert spread["x-kubernetes-validations"][0]["rule"] == "self.mode == 'Duplicate'"
+    assert "Divide is not supported" in spread["x-kubernetes-validations"][0]["message"]
+
+
+def test_duplicate_asks_one_request_per_colony_then_places_a_copy_on_each() -> None:
+    fresh = _job()
+    fresh["metadata"]["finalizers"] = []
+    w = _workload(fresh, selection=DUPLICATE, allowed=TWO)
+    steps = dup.decide(w, {}, {}, _pin, _phase)
+    assert _kinds(steps) == ["AddFinalizer", "ApplyRequest", "ApplyRequest", "Annotate"]
+    requests = [s.manifest for s in steps if isinstance(s, act.ApplyRequest)]
+    assert [r["metadata"]["name"] for r in requests] == ["pytorchjob-train--a", "pytorchjob-train--b"]
+    assert [r["spec"]["colonies"] for r in requests] == [["team/a"], ["team/b"]]
+    assert all(r["spec"]["numberOfGPUNodes"] == 2 and not r["spec"]["fillAndSpill"] for r in requests)
+    assert requests[0]["metadata"]["annotations"][COLONY_ANNOTATION] == "team/a"
+    assert isinstance(steps[3], act.Annotate) and steps[3].annotations[PHASE_ANNOTATION] == "Queued"
+    assert COPIES_ANNOTATION not in steps[3].annotations
+
+    # a's request is Ready: its copy is created; b still waits (the object's phase: Queued).
+    w = _workload(_job(**{PHASE_ANNOTATION: "Queued"}), selection=DUPLICATE, allowed=TWO)
+    gprs = {
+        ("team", f"r{i}"): g for i, g in enumerate([_gpr("team/a", "Ready", True), _gpr("team/b", "Queued")])
+    }
+    found = dup.requests_of(w, gprs)
+    assert set(found) == set(TWO)
+    steps = dup.decide(w, found, {}, _pin, _phase)
+    assert _kinds(steps) == ["ApplyCopy", "ApplyRequest", "Annotate", "Event"]
+    copy = steps[0]
+    assert isinstance(copy, act.ApplyCopy) and copy.colony == "team/a" and copy.cluster == "onprem"
+    assert copy.manifest["pinned"] == {"gpr.colony.exalsius.ai/abc": "8"}
+    annotate = steps[2]
+    assert isinstance(annotate, act.Annotate) and PHASE_ANNOTATION not in annotate.annotations  # Queued
+    assert dup.records_in({COPIES_ANNOTATION: str(annotate.annotations[COPIES_ANNOTATION])}) == {
+        "team/a": dup.Record("onprem", "Pending", "1")
+    }
+    assert "team/a Pending, team/b Queued (waiting for GPUs" in str(annotate.annotations[MESSAGE_ANNOTATION])
+
+    # An object asking for no GPUs: a copy on every colony at once.
+    cpu = _workload(_job(), shape=None, selection=DUPLICATE, allowed=TWO)
+    assert _kinds(dup.decide(cpu, {}, {}, _pin, _phase)) == [
+        "ApplyCopy",
+        "ApplyCopy",
+        "Annotate",
+        "Event",
+        "Event",
+    ]
+
+
+def test_duplicate_phase_is_the_worst_copy_and_a_colony_leaving_drops_its_copy() -> None:
+    both = {PHASE_ANNOTATION: "Pending", COPIES_ANNOTATION: _copies(a="Running", b="Pending")}
+    w = _workload(_job(**both), selection=DUPLICATE, allowed=TWO)
+    gprs = dup.requests_of(w, {("team", c): _gpr(f"team/{c}", "Ready", True) for c in "ab"})
+    running, pending = {"status": {"phase": "Running"}}, {"status": {"phase": "Pending", "x": 1}}
+    seen = {"team/a": act.Observed(True, True, running), "team/b": act.Observed(True, True, pending)}
+    steps = dup.decide(w, gprs, seen, _pin, _phase)
+    # b's copy (Pending) is the worst: its status is mirrored; the phase stays Pending.
+    assert steps[0] == act.MirrorStatus({"phase": "Pending", "x": 1})
+    assert _kinds(steps) == ["MirrorStatus", "Annotate"]
+    assert "team/a Running, team/b Pending" in str(steps[1])
+
+    # b leaves the eligible set (policy, not Ready, CRD gone): its copy and request are deleted.
+    w = _workload(_job(**both), selection=DUPLICATE, allowed=("team/a",))
+    steps = dup.decide(w, gprs, seen, _pin, _phase)
+    assert steps[:2] == [act.DeleteCopy("team/b", "onprem"), act.DeleteRequest("pytorchjob-train--b")]
+    annotate = next(s for s in steps if isinstance(s, act.Annotate))
+    assert annotate.annotations[PHASE_ANNOTATION] == "Running"
+    assert set(dup.records_in({COPIES_ANNOTATION: str(annotate.annotations[COPIES_ANNOTATION])})) == {
+        "team/a"
+    }
+
+    # a's copy deleted in the colony: requeued there (request deleted, asked again next pass).
+    w = _workload(_job(**both), selection=DUPLICATE, allowed=TWO)
+    gone = {**seen, "team/a": act.Observed(True, True, None)}
+    steps = dup.decide(w, gprs, gone, _pin, _phase)
+    assert act.DeleteRequest("pytorchjob-train--a") in steps
+    assert any(isinstance(s, act.Event) and s.reason == "Rescheduled" for s in steps)
+
+    # Finished copies release their requests.
+    done = {"team/a": act.Observed(True, True, {"status": {"phase": "Succeeded"}})}
+    w = _workload(_job(**{COPIES_ANNOTATION: _copies(a="Running")}), selection=DUPLICATE, allowed=("team/a",))
+    steps = dup.decide(
+        w, dup.requests_of(w, {("team", "a"): _gpr("team/a", "Ready", True)}), done, _pin, _phase
+    )
+    assert act.DeleteRequest("pytorchjob-train--a") in steps
+    assert next(s for s in steps if isinstance(s, act.Annotate)).annotations[PHASE_ANNOTATION] == "Succeeded"
+
+
+def test_deleting_a_duplicated_object_deletes_every_copy_and_request() -> None:
+    deleting = _job(**{COPIES_ANNOTATION: _copies(a="Running", b="Running")})
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    w = _workload(deleting, selection=DUPLICATE, allowed=TWO)
+    gprs = dup.requests_of(w, {("team", c): _gpr(f"team/{c}", "Ready", True) for c in "ab"})
+    seen = {c: act.Observed(True, True, {}) for c in TWO}
+    assert dup.decide(w, gprs, seen, _pin, _phase) == [
+        act.DeleteCopy("team/a", "onprem"),
+        act.DeleteCopy("team/b", "onprem"),
+        act.DeleteRequest("pytorchjob-train--a"),
+        act.DeleteRequest("pytorchjob-train--b"),
+        act.RemoveFinalizer(),
+    ]
+    # b's cluster, of a Ready colony, unread this pass: wait.
+    assert dup.decide(w, gprs, {**seen, "team/b": act.Observed(True, False, None)}, _pin, _phase) == []
+    # No longer spread: copies and requests deleted, annotations and finalizer off.
+    w = _workload(_job(**{COPIES_ANNOTATION: _copies(a="Running")}), selection=DUPLICATE, allowed=TWO)
+    steps = dup.unplace(w, dup.requests_of(w, {("team", "a"): _gpr("team/a", "Ready", True)}), seen)
+    assert _kinds(steps) == ["DeleteCopy", "DeleteRequest", "Annotate", "RemoveFinalizer", "Event"]
+    assert (
+        duplicate_request_name("PyTorchJob", "train", "shared/gpus", "team")
+        == "pytorchjob-train--shared-gpus"
+    )

@@ -4,15 +4,26 @@
 A framework custom resource (PyTorchJob, RayJob, JobSet, any kind with a WorkloadDefinition) in the
 management cluster is placed on a colony when a PlacementPolicy selects it (its namespace, its
 labels, its kind) or when it carries the label `placement.exalsius.ai/enabled: "true"`. The policy
-says where it may go (colony selector, fill-and-spill order), which objects go together (groupBy)
-and with which priority and queue it waits for GPUs.
+says where it may go (colony selector, fill-and-spill order, or a copy on every colony: spread
+Duplicate), which objects go together (groupBy) and with which priority and queue it waits for GPUs.
 """
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, field_validator
 
-from colony.api.base import ApiModel, LabelSelector, PrinterColumn, ResourceDefinition, ResourceStatus
+from colony.api.base import (
+    ApiModel,
+    LabelSelector,
+    PrinterColumn,
+    ResourceDefinition,
+    ResourceStatus,
+    cel_rules,
+)
+
+SPREAD_MODES = ("Duplicate",)
+"""Spread modes supported (Nova's spreadMode); Divide (replicas split across colonies) is not."""
+_SPREAD_MESSAGE = "spread.mode must be Duplicate (a copy on every eligible colony); Divide is not supported"
 
 
 class GroupKind(ApiModel):
@@ -26,6 +37,25 @@ class GroupBy(ApiModel):
     """Objects with the same value of a label are placed together, on one colony."""
 
     label_key: str = Field(min_length=1, max_length=317, description="The label whose value groups objects.")
+
+
+class Spread(ApiModel):
+    """Spread across colonies (Nova's spreadConstraints): Duplicate places one copy of each object on
+    every eligible colony, each with a GPU request of its own restricted to that colony."""
+
+    model_config = ConfigDict(json_schema_extra=cel_rules(("self.mode == 'Duplicate'", _SPREAD_MESSAGE)))
+
+    mode: str = Field(
+        max_length=32,
+        description="Duplicate: a copy on every eligible colony (the only mode; Divide is not supported).",
+    )
+
+    @field_validator("mode")
+    @classmethod
+    def _supported(cls, mode: str) -> str:
+        if mode not in SPREAD_MODES:
+            raise ValueError(_SPREAD_MESSAGE)
+        return mode
 
 
 class PlacementPolicySpec(ApiModel):
@@ -57,6 +87,11 @@ class PlacementPolicySpec(ApiModel):
         default=None,
         description="Objects with the same value of this label are placed together: one GPU request for "
         "their summed demand, on one colony.",
+    )
+    spread: Spread | None = Field(
+        default=None,
+        description="Spread across colonies: `{mode: Duplicate}` places a copy on every colony the "
+        "policy allows that serves the kind (in orderedColonies' order when given); absent: one colony.",
     )
     priority: int = Field(
         default=101, ge=1, le=300, description="Priority of the GPU requests, 1-100 low, 101-200 medium."
@@ -90,6 +125,7 @@ PLACEMENT_POLICY = ResourceDefinition(
         PrinterColumn("Priority", "integer", ".spec.priority", "Priority of the GPU requests."),
         PrinterColumn("Queue", "string", ".spec.queueName", "GPUQueue of the GPU requests."),
         PrinterColumn("GroupBy", "string", ".spec.groupBy.labelKey", "Label grouping objects."),
+        PrinterColumn("Spread", "string", ".spec.spread.mode", "Duplicate: a copy on every colony."),
         PrinterColumn("Selected", "integer", ".status.selected", "Objects selected."),
         PrinterColumn("Placed", "integer", ".status.placed", "Objects placed on a colony."),
         PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since creation."),

@@ -45,10 +45,12 @@ from colony.gpu import GPU_RESOURCE
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.resources import Conflict, Kube, KubeApiError, NotFound
 from colony.placement import decide as actions
+from colony.placement import duplicate
 from colony.placement.candidates import Candidates, ColonyView, candidates, colony_view, visible
 from colony.placement.names import (
     CLUSTER_ANNOTATION,
     COLONY_ANNOTATION,
+    COPIES_ANNOTATION,
     FINALIZER,
     MESSAGE_ANNOTATION,
     REQUEST_ANNOTATION,
@@ -251,6 +253,11 @@ async def _read_copies(world: Pass, workloads: Sequence[tuple[WorkloadDefinition
         for d, w in workloads
         if w.annotations.get(COLONY_ANNOTATION)
     }
+    wanted |= {
+        (colony, record.cluster, d.api_version, d.kind)
+        for d, w in workloads
+        for colony, record in duplicate.records(w).items()
+    }
     for colony, cluster, api_version, kind in sorted(wanted):
         access = world.access.get(colony)
         kube = access.clients.get(cluster) if access is not None else None
@@ -304,6 +311,7 @@ async def _place(
         for _, obj, _ in chosen
         if (colony := (obj["metadata"].get("annotations") or {}).get(COLONY_ANNOTATION))
     }
+    placed_on |= {colony for _, obj, _ in chosen for colony in _duplicated_on(obj)}
     await _read_colonies(memo, world, {obj["metadata"]["namespace"] for _, obj, _ in chosen}, placed_on)
     definitions = {d.name: d for d, _, _ in chosen}
     await _colony_views(world, discovery, definitions.values())
@@ -322,19 +330,62 @@ async def _place(
         found = candidates(namespace, selection, resource, definition.addon, world.views)
         selected.append((definition, Workload(obj, selection, found, shape, error)))
     await _read_copies(world, selected + dropped)
-    plans = plan_requests([w for _, w in selected], world.gprs)
+    plans = plan_requests([w for _, w in selected if not duplicate.is_duplicate(w.selection)], world.gprs)
+    spread = duplicate.requests_by_owner(world.gprs)
     work: list[Awaitable[None]] = []
     for definition, w in selected:
+        requests = spread.get((w.namespace, str(w.obj["metadata"]["uid"])), {})
+        if duplicate.is_duplicate(w.selection) or COPIES_ANNOTATION in w.annotations:
+            todo = _duplicated(world, definition, w, requests)
+            work.append(_execute(memo, discovery, world, definition, w, todo))
+            continue
         uses_request = w.shape is not None or bool(w.annotations.get(REQUEST_ANNOTATION))
         plan = plans.get((w.namespace, w.member)) if uses_request else None
         seen = _observed(world, definition, w)
-        todo = actions.decide(w, plan, seen, _pin(definition), _phase_of(definition))
+        # per-colony requests left from a spread that was undone: deleted
+        todo = [actions.DeleteRequest(str(g["metadata"]["name"])) for _, g in sorted(requests.items())]
+        todo += actions.decide(w, plan, seen, _pin(definition), _phase_of(definition))
         work.append(_execute(memo, discovery, world, definition, w, todo))
     for definition, w in dropped:
-        plan = _recorded_plan(world, w)
-        todo = actions.unplace(w, plan, _observed(world, definition, w))
+        requests = spread.get((w.namespace, str(w.obj["metadata"]["uid"])), {})
+        if COPIES_ANNOTATION in w.annotations or requests:
+            todo = duplicate.unplace(w, requests, _observed_copies(world, definition, w))
+        else:
+            todo = actions.unplace(w, _recorded_plan(world, w), _observed(world, definition, w))
         work.append(_execute(memo, discovery, world, definition, w, todo))
     await _concurrently(work)
+
+
+def _duplicated_on(obj: Mapping[str, Any]) -> set[str]:
+    """The colonies holding copies of a duplicated object (spread Duplicate)."""
+    return set(duplicate.records_in(obj["metadata"].get("annotations") or {}))
+
+
+def _duplicated(
+    world: Pass, definition: WorkloadDefinition, w: Workload, requests: Mapping[str, Mapping[str, Any]]
+) -> list[actions.Action]:
+    """The actions of an object whose policy spreads it (Duplicate), or that was spread and is
+    placed on one colony now: the way it was placed is undone first, the next pass places it anew."""
+    if not duplicate.is_duplicate(w.selection):
+        return duplicate.unplace(w, requests, _observed_copies(world, definition, w))
+    if w.placed or w.annotations.get(REQUEST_ANNOTATION):
+        return actions.unplace(w, _recorded_plan(world, w), _observed(world, definition, w))
+    seen = _observed_copies(world, definition, w)
+    return duplicate.decide(w, requests, seen, _pin(definition), _phase_of(definition))
+
+
+def _observed_copies(world: Pass, definition: WorkloadDefinition, w: Workload) -> dict[str, actions.Observed]:
+    """Per colony holding a copy of a duplicated object: what was read of it."""
+    found: dict[str, actions.Observed] = {}
+    for colony, record in duplicate.records(w).items():
+        view = world.views.get(colony)
+        ready = view is not None and view.ready
+        copies = world.copies.get((colony, record.cluster, f"{definition.api_version}/{definition.kind}"))
+        if copies is None:
+            found[colony] = actions.Observed(colony_ready=ready)
+        else:
+            found[colony] = actions.Observed(ready, True, copies.get(str(w.obj["metadata"]["uid"])))
+    return found
 
 
 def _pin(definition: WorkloadDefinition) -> actions.Pin:
@@ -430,7 +481,9 @@ async def _apply_one(
         await kube.delete(GPR.api_version, GPR.kind, action.name, meta["namespace"])
     elif isinstance(action, actions.ApplyCopy):
         target = _cluster(world, action.colony, action.cluster)
-        update = bool(meta.get("annotations", {}).get(COLONY_ANNOTATION))
+        update = action.update
+        if update is None:
+            update = bool(meta.get("annotations", {}).get(COLONY_ANNOTATION))
         await create_copy(target, action.manifest, update)
     elif isinstance(action, actions.DeleteCopy):
         target = _cluster(world, action.colony, action.cluster)
@@ -509,7 +562,8 @@ async def _policy_status(
     for _, obj, selection in chosen:
         if selection is not None and selection.policy in counts:
             counts[selection.policy][0] += 1
-            if (obj["metadata"].get("annotations") or {}).get(COLONY_ANNOTATION):
+            annotations = obj["metadata"].get("annotations") or {}
+            if annotations.get(COLONY_ANNOTATION) or annotations.get(COPIES_ANNOTATION):
                 counts[selection.policy][1] += 1
     raw = {p["metadata"]["name"]: p for p in world.raw_policies}
     for name, (selected, placed) in counts.items():

@@ -7,7 +7,9 @@ WorkloadDefinition) from the management cluster onto colonies: the pure part.
   the others may not;
 - `requests`: the GPU Provisioning Request of each object or group (summed demand);
 - `decide`: what to do for one object now (finalizer, GPU request, copy in the colony, status
-  mirror, release, rescheduling), as a list of actions for the controller to apply.
+  mirror, release, rescheduling), as a list of actions for the controller to apply;
+- `duplicate`: the same for an object a policy spreads (mode Duplicate): a GPU request and a copy
+  per eligible colony, the copies' phases summarised on the original.
 
 Nothing here does I/O; colony.controllers.placement reads the clusters and applies the actions.
 """

@@ -66,6 +66,8 @@ class ApplyCopy:
     colony: str
     cluster: str
     manifest: dict[str, Any]
+    update: bool | None = None
+    """Whether an existing copy of ours is updated; None: when the original is placed already."""
 
 
 @dataclass(frozen=True)

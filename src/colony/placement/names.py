@@ -24,8 +24,11 @@ GENERATION_ANNOTATION = PREFIX + "placed-generation"
 """metadata.generation of the original that the copy was last written from."""
 REQUEST_ANNOTATION = PREFIX + "gpu-request"
 """The GPU Provisioning Request the object waits on or runs with."""
+COPIES_ANNOTATION = PREFIX + "copies"
+"""spread Duplicate: JSON of the copies by colony (`namespace/name`): cluster, phase, generation."""
 OWN_ANNOTATIONS = (
     COLONY_ANNOTATION,
+    COPIES_ANNOTATION,
     CLUSTER_ANNOTATION,
     PHASE_ANNOTATION,
     MESSAGE_ANNOTATION,
@@ -74,6 +77,15 @@ def label_value(text: str) -> str:
 def request_name(kind: str, name: str) -> str:
     """The GPU Provisioning Request of one object: `<kind>-<name>`, e.g. pytorchjob-train."""
     return _dns_label(f"{kind.lower()}-{name}", f"{kind}/{name}")
+
+
+def duplicate_request_name(kind: str, name: str, colony: str, namespace: str) -> str:
+    """The GPU Provisioning Request of one object's copy on one colony (spread Duplicate):
+    `<kind>-<name>--<colony>`, e.g. pytorchjob-train--rich (`--<colony namespace>-<colony>` when the
+    colony is another namespace's)."""
+    colony_namespace, colony_name = colony.split("/", 1)
+    where = colony_name if colony_namespace == namespace else f"{colony_namespace}-{colony_name}"
+    return _dns_label(f"{kind.lower()}-{name}--{where}", f"{kind}/{name}@{colony}")
 
 
 def group_request_name(policy: str, label_key: str, value: str) -> str:

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from colony.api.base import LabelSelector
 from colony.api.placementpolicy import PlacementPolicySpec
 from colony.placement.names import ENABLED_LABEL
@@ -49,6 +51,10 @@ def parse_policies(objects: Sequence[Mapping[str, Any]]) -> tuple[list[Policy], 
         name = str(obj["metadata"]["name"])
         try:
             policies.append(Policy(name, PlacementPolicySpec.model_validate(obj.get("spec") or {})))
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            invalid[name] = f"{where}: {first['msg']}" if where else first["msg"]
         except ValueError as error:
             invalid[name] = str(error).splitlines()[0]
     return sorted(policies, key=lambda p: p.name), invalid
