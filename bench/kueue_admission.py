@@ -124,6 +124,8 @@ POOL_NAMESPACE = "admission-pool"
 CLASS_LABEL = "bench.colony.exalsius.ai/class"
 GPR_API = ("infra.exalsius.ai", "v1", "gpuprovisioningrequests")
 ADMITTED_PHASES = ("Admitted", "Ready")
+WATCH_S = 60
+"""The longest a recorder's watch lasts before it lists again."""
 RUNNER_QPS = ("--qps=1000", "--burst=2000")
 """The client limits Kueue's runner gets from envtest (controller-runtime's envtest config)."""
 
@@ -361,24 +363,26 @@ class Runner:
 
 
 async def watch_gprs(api: kclient.ApiClient, runner: Runner) -> None:
-    """Feed every GPR event of the cluster to the runner; after a failed watch, list again (what
-    the list lacks was deleted meanwhile) and watch on from there."""
+    """Feed every GPR event of the cluster to the runner: list (what the list lacks was deleted
+    meanwhile), then watch from there for at most WATCH_S, and again. Any failure, of the list as of
+    the stream, starts over; a watch that the server stops feeding (it drops slow consumers) is
+    replaced within WATCH_S, so no admission stays unseen for longer."""
     custom = kclient.CustomObjectsApi(api)
     loop = asyncio.get_running_loop()
     while not runner.done.is_set():
-        listed = await custom.list_cluster_custom_object(*GPR_API)
-        runner.resync(listed["items"], loop.time())
         try:
+            listed = await custom.list_cluster_custom_object(*GPR_API)
+            runner.resync(listed["items"], loop.time())
             stream = kwatch.Watch().stream(
                 custom.list_cluster_custom_object,
                 *GPR_API,
                 resource_version=listed["metadata"]["resourceVersion"],
-                timeout_seconds=300,
+                timeout_seconds=WATCH_S,
             )
             async for event in stream:
                 if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
                     runner.on_event(event["type"], event["object"], loop.time())
-        except Exception as error:  # any failure of the stream (a dropped connection, 410 Gone): list again
+        except Exception as error:  # a dropped connection, 410 Gone, a failed list: start over
             runner.errors.append(f"watch restarted: {type(error).__name__}: {error}")
             await asyncio.sleep(1)
 
