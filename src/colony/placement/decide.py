@@ -197,6 +197,12 @@ def _lost(w: Workload, plan: RequestPlan | None, seen: Observed) -> str | None:
         return f"colony {colony} is gone or not Ready"
     if colony not in w.candidates.allowed:
         return f"colony {colony} is no longer allowed ({w.selection.source})"
+    return request_or_copy_lost(plan, seen, colony)
+
+
+def request_or_copy_lost(plan: RequestPlan | None, seen: Observed, colony: str) -> str | None:
+    """Why a copy on `colony` must be placed again: its GPU request (`plan`, None when it needs no
+    GPUs) is gone or no longer holds GPUs, or the copy itself was deleted; None when neither."""
     if plan is not None:
         if not plan.present:
             return f"its GPU request {plan.name} was deleted"

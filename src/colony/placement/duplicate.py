@@ -38,6 +38,7 @@ from colony.placement.decide import (
     Pin,
     RemoveFinalizer,
     render_copy,
+    request_or_copy_lost,
 )
 from colony.placement.names import (
     COLONY_ANNOTATION,
@@ -183,17 +184,6 @@ def unplace(
     return actions
 
 
-def _lost(w: Workload, record: Record, plan: RequestPlan, observed: Observed, colony: str) -> str | None:
-    if w.shape is not None:
-        if not plan.present:
-            return f"its GPU request {plan.name} was deleted"
-        if not plan.running:
-            return f"its GPU request {plan.name} is {plan.phase}"
-    if observed.copy_known and observed.copy is None:
-        return f"its copy in colony {colony} was deleted"
-    return None
-
-
 def decide(
     w: Workload,
     requests: Mapping[str, Mapping[str, Any]],
@@ -259,7 +249,8 @@ def decide(
             continue
         observed = seen.get(colony, Observed())
         finished = held.phase in FINISHED_PHASES
-        if not finished and (why := _lost(w, held, plan, observed, colony)) is not None:
+        gpu_request = plan if w.shape is not None else None  # an object without GPUs has none
+        if not finished and (why := request_or_copy_lost(gpu_request, observed, colony)) is not None:
             if observed.copy_known and observed.copy is not None:
                 actions.append(DeleteCopy(colony, held.cluster))
             if plan.present:
