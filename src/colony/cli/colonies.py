@@ -28,6 +28,7 @@ from colony.cli.kube import (
     money,
     not_found,
     print_details,
+    print_namespace_list,
     print_objects,
     resolve_namespace,
     run,
@@ -123,12 +124,7 @@ async def get_colony(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
 @cli_errors
 def list_colonies(namespace: NamespaceOption = None, output: OutputOption = OutputFormat.table) -> None:
     """List the Colonies of a namespace."""
-    ns = resolve_namespace(namespace)
-    colonies = run(lambda kube: kube.list(COLONY.api_version, COLONY.kind, ns))
-    if not colonies and output is OutputFormat.table:
-        typer.echo(f"no Colonies in namespace {ns}", err=True)
-        return
-    print_objects(sorted(colonies, key=lambda c: str(c["metadata"]["name"])), output, colonies_table)
+    print_namespace_list(COLONY, namespace, output, colonies_table, "Colonies")
 
 
 @app.command("get")

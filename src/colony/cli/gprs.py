@@ -23,6 +23,7 @@ from colony.cli.kube import (
     number,
     parse_timestamp,
     print_details,
+    print_namespace_list,
     print_objects,
     resolve_namespace,
     run,
@@ -126,12 +127,7 @@ def gpr_details(gpr: Mapping[str, Any]) -> list[tuple[str, str]]:
 @cli_errors
 def list_gprs(namespace: NamespaceOption = None, output: OutputOption = OutputFormat.table) -> None:
     """List the GPU Provisioning Requests of a namespace."""
-    ns = resolve_namespace(namespace)
-    gprs = run(lambda kube: kube.list(GPR.api_version, GPR.kind, ns))
-    if not gprs and output is OutputFormat.table:
-        typer.echo(f"no GPUProvisioningRequests in namespace {ns}", err=True)
-        return
-    print_objects(sorted(gprs, key=lambda g: str(g["metadata"]["name"])), output, gprs_table)
+    print_namespace_list(GPR, namespace, output, gprs_table, "GPUProvisioningRequests")
 
 
 @app.command("get")

@@ -43,6 +43,7 @@ from colony.cli.kube import (
     number,
     parse_timestamp,
     print_details,
+    print_namespace_list,
     print_objects,
     resolve_namespace,
     run,
@@ -376,12 +377,7 @@ def job_details(job: Mapping[str, Any]) -> list[tuple[str, str]]:
 @cli_errors
 def list_jobs(namespace: NamespaceOption = None, output: OutputOption = OutputFormat.table) -> None:
     """List the DDPJobs of a namespace."""
-    ns = resolve_namespace(namespace)
-    jobs = run(lambda kube: kube.list(DDPJOB.api_version, DDPJOB.kind, ns))
-    if not jobs and output is OutputFormat.table:
-        typer.echo(f"no DDPJobs in namespace {ns}", err=True)
-        return
-    print_objects(sorted(jobs, key=lambda j: str(j["metadata"]["name"])), output, jobs_table)
+    print_namespace_list(DDPJOB, namespace, output, jobs_table, "DDPJobs")
 
 
 async def get_job(kube: Kube, name: str, namespace: str) -> dict[str, Any]:

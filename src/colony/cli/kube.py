@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:  # the client library takes 0.4 s to import: only commands that talk to a cluster do
+    from colony.api.base import ResourceDefinition
     from colony.kube.resources import Kube, KubeApiError
 
 T = TypeVar("T")
@@ -306,6 +307,23 @@ def print_objects(
     cleaned = [clean(o) for o in objects]
     data: Any = cleaned[0] if single else {"apiVersion": "v1", "kind": "List", "items": cleaned}
     typer.echo(dump(data, output))
+
+
+def print_namespace_list(
+    resource: ResourceDefinition,
+    namespace: str | None,
+    output: OutputFormat,
+    render_table: Callable[[Sequence[Mapping[str, Any]]], Table],
+    plural_kind: str,
+) -> None:
+    """`colony <kind> list`: the resource's objects in the namespace, by name (a table says so
+    when there are none, e.g. "no Colonies in namespace team-a")."""
+    ns = resolve_namespace(namespace)
+    objects = run(lambda kube: kube.list(resource.api_version, resource.kind, ns))
+    if not objects and output is OutputFormat.table:
+        typer.echo(f"no {plural_kind} in namespace {ns}", err=True)
+        return
+    print_objects(sorted(objects, key=lambda o: str(o["metadata"]["name"])), output, render_table)
 
 
 def print_details(pairs: Iterable[tuple[str, str]]) -> None:
