@@ -362,11 +362,15 @@ def unplace(w: Workload, plan: RequestPlan | None, seen: Observed) -> list[Actio
     actions = _cleanup(w, plan, seen)
     if actions is None:
         return []
-    if w.deleting:
-        return [*actions, RemoveFinalizer()]
-    actions.append(Annotate(dict.fromkeys((k for k in OWN_ANNOTATIONS if k in w.annotations), None)))
-    actions.append(RemoveFinalizer())
-    actions.append(
-        Event("Unplaced", "no PlacementPolicy or label selects it any more: copy and GPU request deleted")
+    return release_object(
+        w, actions, "no PlacementPolicy or label selects it any more: copy and GPU request deleted"
     )
-    return actions
+
+
+def release_object(w: Workload, cleanup: list[Action], message: str) -> list[Action]:
+    """After `cleanup` (copies and requests deleted): the finalizer off, and unless the object is being
+    deleted, our annotations off too and an Unplaced Event with `message`."""
+    if w.deleting:
+        return [*cleanup, RemoveFinalizer()]
+    annotations = dict.fromkeys((k for k in OWN_ANNOTATIONS if k in w.annotations), None)
+    return [*cleanup, Annotate(annotations), RemoveFinalizer(), Event("Unplaced", message)]

@@ -37,6 +37,7 @@ from colony.placement.decide import (
     PhaseOf,
     Pin,
     RemoveFinalizer,
+    release_object,
     render_copy,
     request_or_copy_lost,
 )
@@ -46,7 +47,6 @@ from colony.placement.names import (
     FINALIZER,
     FINISHED_PHASES,
     MESSAGE_ANNOTATION,
-    OWN_ANNOTATIONS,
     PHASE_ANNOTATION,
     WORKLOAD_KIND_LABEL,
     WORKLOAD_NAME_LABEL,
@@ -176,12 +176,7 @@ def unplace(
     actions = _cleanup(records(w), requests, seen)
     if actions is None:
         return []
-    if w.deleting:
-        return [*actions, RemoveFinalizer()]
-    actions.append(Annotate(dict.fromkeys((k for k in OWN_ANNOTATIONS if k in w.annotations), None)))
-    actions.append(RemoveFinalizer())
-    actions.append(Event("Unplaced", "not spread across colonies any more: copies and GPU requests deleted"))
-    return actions
+    return release_object(w, actions, "not spread across colonies any more: copies and GPU requests deleted")
 
 
 def decide(
