@@ -49,10 +49,8 @@ from colony.api.ddpjob import DDPJobSpec
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.environment import (
     DEFAULT_COLONY_NODES,
-    MANAGEMENT_UPSTREAM,
-    own_crd_files,
     start_colony_cluster,
-    upstream_crd_files,
+    start_management_cluster,
 )
 from colony.devenv.kwok import GPUNodeSpec
 from colony.devenv.process import ManagedProcess, free_port
@@ -384,14 +382,7 @@ def colony_nodes(size: Size) -> tuple[GPUNodeSpec, ...]:
 def start_lean_management_cluster(tools: Tools) -> LocalCluster:
     """The management cluster with every CRD but only etcd and kube-apiserver: nothing of this
     benchmark needs its scheduler, controller-manager or kwok, which would only take CPU."""
-    cluster = LocalCluster("bench-management", tools, scheduler=False, controller_manager=False, kwok=False)
-    cluster.start()
-    try:
-        cluster.install_crds(own_crd_files() + upstream_crd_files(tools, MANAGEMENT_UPSTREAM))
-    except BaseException:
-        cluster.stop()
-        raise
-    return cluster
+    return start_management_cluster(tools, "bench-management", lean=True)
 
 
 class Environment:

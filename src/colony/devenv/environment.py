@@ -47,9 +47,11 @@ def upstream_crd_files(tools: Tools, groups: Sequence[str]) -> list[Path]:
     return files
 
 
-def start_management_cluster(tools: Tools, name: str = "management") -> LocalCluster:
-    """A management cluster with scheduler, controller-manager and kwok, and every CRD installed."""
-    cluster = LocalCluster(name, tools, scheduler=True, controller_manager=True, kwok=True)
+def start_management_cluster(tools: Tools, name: str = "management", *, lean: bool = False) -> LocalCluster:
+    """A management cluster with scheduler, controller-manager and kwok (`lean`: only etcd and
+    kube-apiserver, for benchmarks that need none of them), and every CRD installed."""
+    full = not lean
+    cluster = LocalCluster(name, tools, scheduler=full, controller_manager=full, kwok=full)
     cluster.start()
     try:
         cluster.install_crds(own_crd_files() + upstream_crd_files(tools, MANAGEMENT_UPSTREAM))
