@@ -16,9 +16,14 @@ from colony.controllers import gpr_scheduler
 from colony.controllers.gpr_scheduler import (
     ESTIMATE_WRITES_PER_PASS,
     ClusterView,
+    ParseCache,
     World,
     _apply,
     _concurrently,
+    _finish_admissions,
+    _preempt,
+    _reservations_in_flight,
+    _reserve_in_background,
     _write_estimates,
     known_reservations,
     position_moved,
@@ -145,11 +150,57 @@ async def test_preemptions_are_written_before_any_admission() -> None:
         preemptions=tuple(Preempt(f"team/low{i}", f"team/high{i}", "priority") for i in range(5)),
     )
     kube = _Kube()
+    memo = _memo(kube)
     by_key = {f"team/{g['metadata']['name']}": g for g in victims + winners}
-    await _apply(_memo(kube), world, by_key, decisions)
+    await _apply(memo, world, by_key, decisions)
     phases = [status.get("phase") for _, status, _ in kube.patches]
-    assert phases.count("Queued") == 5 and phases.count("Admitted") == 5 and phases.count("Ready") == 5
+    assert phases.count("Queued") == 5 and phases.count("Admitted") == 5 and phases.count("Ready") == 0
     assert max(i for i, p in enumerate(phases) if p == "Queued") < phases.index("Admitted")
+    # the pass is done once every admission is in status; labels and Ready follow in the background
+    assert set(_reservations_in_flight(memo)) == {f"team/high{i}" for i in range(5)}
+    await asyncio.gather(*_reservations_in_flight(memo).values())
+    phases = [status.get("phase") for _, status, _ in kube.patches]
+    assert phases.count("Ready") == 5 and not _reservations_in_flight(memo)
+
+
+async def test_an_admission_finishing_in_the_background_is_not_redone_and_preemption_waits_for_it() -> None:
+    kube = _Kube()
+    memo = _memo(kube)
+    admitted = _gpr("a", phase="Admitted", colony="pool/pool", nodes=[])
+    world = World(time.time(), [admitted], [], {}, {})
+    release = asyncio.Event()
+
+    async def held_announcement() -> None:
+        await release.wait()
+
+    _reserve_in_background(memo, world, admitted, held_announcement())
+    await _finish_admissions(memo, world, {"team/a": admitted})
+    assert kube.patches == []  # the in-flight admission is left to its own task
+    preemption = asyncio.create_task(_preempt(memo, world, admitted, Preempt("team/a", "team/b", "priority")))
+    await asyncio.sleep(0.01)
+    assert kube.patches == [] and not preemption.done()  # it waits for Ready to be written first
+    release.set()
+    await preemption
+    assert [status.get("phase") for _, status, _ in kube.patches] == ["Ready", "Queued"]
+
+
+def test_the_parse_cache_computes_once_per_key_and_forgets_what_a_pass_did_not_use() -> None:
+    cache = ParseCache()
+    calls: list[str] = []
+
+    def parse(name: str) -> str:
+        calls.append(name)
+        return name.upper()
+
+    assert cache.get(("a", 1), parse, "a") == "A" and cache.get(("a", 1), parse, "a") == "A"
+    cache.get(("b", 1), parse, "b")
+    cache.end_pass()
+    assert cache.get(("a", 1), parse, "a") == "A"  # kept from the previous pass
+    cache.end_pass()  # b was not asked for in this pass: forgotten
+    cache.end_pass()
+    cache.get(("b", 1), parse, "b")
+    cache.get(("a", 2), parse, "a")  # a new generation is parsed again
+    assert calls == ["a", "b", "b", "a"]
 
 
 async def test_a_deleted_request_is_released_without_listing_every_request() -> None:
@@ -223,19 +274,19 @@ async def test_labels_put_on_a_request_deleted_during_its_admission_are_taken_of
     world.clusters[("pool/pool", "c")] = ClusterView("pool/pool", "c", cast(Any, cluster), [], [])
     placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 2),))
     gpr = _gpr("short", phase="Queued")
-    await _apply(
-        _memo(_DeletedMeanwhile()),
-        world,
-        {"team/short": gpr},
-        Decisions(admitted=(Admit("team/short", placement),)),
-    )
+    admit = Decisions(admitted=(Admit("team/short", placement),))
+    await _applied(_memo(_DeletedMeanwhile()), world, {"team/short": gpr}, admit)
     label = reservation_label("team/short")
     assert cluster.labels == [{label: "2"}, {label: None}]
     cluster.labels.clear()
-    await _apply(
-        _memo(_Kube()), world, {"team/short": gpr}, Decisions(admitted=(Admit("team/short", placement),))
-    )
+    await _applied(_memo(_Kube()), world, {"team/short": gpr}, admit)
     assert cluster.labels == [{label: "2"}]  # not deleted: the reservation stays
+
+
+async def _applied(memo: kopf.Memo, world: World, by_key: dict[str, Any], decisions: Decisions) -> None:
+    """`_apply`, and the admissions it left to finish in the background."""
+    await _apply(memo, world, by_key, decisions)
+    await asyncio.gather(*_reservations_in_flight(memo).values())
 
 
 def test_candidate_colonies_are_narrowed_to_the_listed_ones_and_queue_name_is_honoured() -> None:

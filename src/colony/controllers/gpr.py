@@ -20,7 +20,7 @@ from colony.controllers.gpr_scheduler import release_on_delete, wake_scheduler
 @kopf.on.resume(GPR.group, GPR.version, GPR.plural)
 @kopf.on.create(GPR.group, GPR.version, GPR.plural)
 @kopf.on.update(GPR.group, GPR.version, GPR.plural)
-def reconcile_gpr(
+async def reconcile_gpr(
     body: kopf.Body,
     spec: kopf.Spec,
     status: kopf.Status,
@@ -30,7 +30,8 @@ def reconcile_gpr(
     logger: Any,
     **_: Any,
 ) -> None:
-    """Validate the spec and record observedGeneration, an Accepted condition and phase Queued."""
+    """Validate the spec and record observedGeneration, an Accepted condition and phase Queued
+    (async: a sync handler would cost a worker-thread hop per request)."""
     parsed = accept_spec(GPRSpec, spec, status, meta.get("generation"), patch, logger)
     if isinstance(parsed, GPRSpec):
         patch.status["phase"] = status.get("phase") or "Queued"

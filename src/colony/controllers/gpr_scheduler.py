@@ -6,12 +6,14 @@ One pass:
 2. releases what is due: exitDuration elapsed (Expired), reserved GPUs idle for
    idleTimeOutDuration (Released); finishes interrupted admissions (Admitted → labels → Ready);
 3. runs the pure scheduler core on the snapshot (in a thread: it is CPU work);
-4. applies its decisions: admit (status first, then node reservation labels, then Ready), preempt
+4. applies its decisions: admit (status first; node reservation labels, then Ready, are written
+   in the background while the next pass runs, which counts the GPUs as taken already), preempt
    (labels removed, victim requeued with evictedBy), provision (an ephemeral Colony for the
    cheapest offer), and writes queue positions and wait estimates that changed.
 
-Everything is written to the API server before the next pass reads it again, so a crash anywhere
-is finished or redone by the next pass; status is the source of truth for allocations.
+Every decision is written to the request's status before anything else is done for it, so a
+crash anywhere is finished or redone by a later pass; status is the source of truth for
+allocations.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ the rest follow in later passes (a pass must stay short with any number waiting)
 WRITE_CONCURRENCY = 24
 """Requests the loop applies decisions to at once (colony.kube.config.CONNECTIONS connections, which
 kopf's handlers share)."""
+SETTLE_S = 0.05
+"""Pause after a pass before the next may start: wake-ups of a burst of new requests coalesce."""
 ESTIMATE_WRITE_CONCURRENCY = 2
 """... and when it writes estimates in the background, so that the next pass's reads and
 admissions find free connections."""
@@ -122,9 +126,47 @@ class World:
     """Nodes and pods by API server URL (one read per physical cluster per pass)."""
     namespace_queues: dict[str, str] = field(default_factory=dict)
     """namespace -> the GPUQueue listing it (computed once per pass from `queues`)."""
+    candidates: dict[tuple[Any, ...], frozenset[str]] = field(default_factory=dict)
+    """Candidate colonies by what decides them (requests of one namespace mostly share them)."""
 
     def __post_init__(self) -> None:
         self.namespace_queues = queues_by_namespace(self.queues)
+
+
+class ParseCache:
+    """Values derived from a request's spec, kept from one pass to the next: a waiting request is
+    validated and turned into the core's GpuRequest once per spec (generation), not on every pass
+    (thousands wait at once). What a pass did not ask for is dropped when it ends."""
+
+    def __init__(self) -> None:
+        self._previous: dict[tuple[Any, ...], Any] = {}
+        self._current: dict[tuple[Any, ...], Any] = {}
+
+    def get(self, key: tuple[Any, ...], compute: Callable[..., Any], *args: Any) -> Any:
+        """The value for `key`, `compute(*args)` only when the previous or this pass has none."""
+        if key in self._current:
+            return self._current[key]
+        value = self._previous[key] if key in self._previous else compute(*args)
+        self._current[key] = value
+        return value
+
+    def end_pass(self) -> None:
+        """Forget what this pass did not use."""
+        self._previous, self._current = self._current, {}
+
+
+def _parse_cache(memo: kopf.Memo) -> ParseCache:
+    cache: ParseCache | None = getattr(memo, "parse_cache", None)
+    if cache is None:
+        cache = memo.parse_cache = ParseCache()
+    return cache
+
+
+def _spec_version(gpr: Mapping[str, Any]) -> tuple[str, Any]:
+    """What identifies a request's spec: its uid and generation (a spec change bumps it; an object
+    without a generation is identified by its resourceVersion)."""
+    meta = gpr["metadata"]
+    return str(meta.get("uid") or request_key(gpr)), meta.get("generation") or meta.get("resourceVersion")
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -146,10 +188,13 @@ async def start_scheduler(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.cleanup()
 async def stop_scheduler(memo: kopf.Memo, **_: Any) -> None:
     """Stop the loop."""
-    for name in ("scheduler_task", "estimate_writes", *(f"{i}_informer_task" for i in INFORMED)):
+    background = ("estimate_writes", "queue_usage_writes")
+    for name in ("scheduler_task", *background, *(f"{i}_informer_task" for i in INFORMED)):
         task: asyncio.Task[None] | None = getattr(memo, name, None)
         if task is not None:
             task.cancel()
+    for reservation in list(_reservations_in_flight(memo).values()):
+        reservation.cancel()
 
 
 def wake_scheduler(memo: kopf.Memo) -> None:
@@ -220,7 +265,7 @@ async def _loop(memo: kopf.Memo) -> None:
             raise
         except Exception:  # one bad pass must not stop scheduling; the next one retries
             log.exception("scheduling pass failed")
-        await asyncio.sleep(0.2)  # our own status writes wake us too: let them settle
+        await asyncio.sleep(SETTLE_S)
         memo.scheduler_wakeup.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(memo.scheduler_wakeup.wait(), PASS_INTERVAL_S)
@@ -332,6 +377,15 @@ def _candidate_colonies(world: World, gpr: Mapping[str, Any]) -> frozenset[str]:
         return frozenset({f"{namespace}/{provisioned}"})
     selector = ((gpr["spec"].get("colonySelector") or {}).get("matchLabels")) or {}
     listed = listed_colonies(gpr)
+    decided_by = (namespace, tuple(sorted(selector.items())), listed)
+    if (known := world.candidates.get(decided_by)) is None:
+        known = world.candidates[decided_by] = _matching_colonies(world, namespace, selector, listed)
+    return known
+
+
+def _matching_colonies(
+    world: World, namespace: str, selector: Mapping[str, str], listed: tuple[str, ...] | None
+) -> frozenset[str]:
     chosen = set()
     for key, colony in world.colonies.items():
         if listed is not None and key not in listed:
@@ -363,8 +417,10 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
     running: list[RunningRequest] = []
     pending: list[GpuRequest] = []
     by_key: dict[str, dict[str, Any]] = {}
+    cache = _parse_cache(memo)
     for gpr in world.gprs:
-        if gpr["metadata"].get("deletionTimestamp") or not _valid(gpr):
+        version = _spec_version(gpr)
+        if gpr["metadata"].get("deletionTimestamp") or not cache.get(("valid", *version), _valid, gpr):
             continue
         status = gpr.get("status") or {}
         queue = _gpr_queue(world, gpr)
@@ -375,10 +431,12 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
         elif status.get("phase") in PENDING_PHASES:
             if await _provisioning_failed(memo, world, gpr):
                 continue
-            request = gpu_request(gpr, queue, _candidate_colonies(world, gpr))
+            candidates = _candidate_colonies(world, gpr)
+            request = cache.get(("request", *version, queue, candidates), gpu_request, gpr, queue, candidates)
             if status.get("provisionedColony"):
                 request = replace(request, auto_provision=False)  # its colony is on the way
             pending.append(request)
+    cache.end_pass()
     await _finish_admissions(memo, world, by_key)
     namespace_queues = sorted(
         {r.queue for r in (*pending, *(r.request for r in running))}
@@ -395,7 +453,7 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
         nodes += gpu_nodes(view.colony, view.cluster, view.nodes, view.pods, known.get(view.colony, set()))
     if not pending:
         _export_metrics(world, queues, nodes, running, pending, Decisions())
-        await _write_queue_status(memo, world, queues, running, pending, Decisions())
+        _write_queue_status(memo, world, queues, running, pending, Decisions())
         return None
     snapshot = Snapshot(
         now_s=world.now,
@@ -424,7 +482,7 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
         log.debug("waiting %s (#%d): %s", key, estimate.position, estimate.reason)
     _export_metrics(world, snapshot.queues, nodes, running, pending, decisions)
     await _apply(memo, world, by_key, decisions)
-    await _write_queue_status(memo, world, snapshot.queues, running, pending, decisions)
+    _write_queue_status(memo, world, snapshot.queues, running, pending, decisions)
     return decisions
 
 
@@ -591,6 +649,7 @@ def _usage(gpr: Mapping[str, Any], end: float) -> dict[str, Any]:
 async def release(memo: kopf.Memo, world: World, gpr: Mapping[str, Any], phase: str, message: str) -> None:
     """Give the GPR's GPUs back (labels off), record why, and tear down its colony if it was the
     last user of an ephemeral one."""
+    await _reservation_finished(memo, gpr)
     await _label_nodes(world, gpr, add=False)
     meta = gpr["metadata"]
     metrics.record_job_usage(meta["namespace"], GPR.kind, meta["name"], _usage(gpr, world.now))
@@ -771,10 +830,49 @@ async def _read_own_colony(memo: kopf.Memo, status: Mapping[str, Any]) -> World:
 
 
 async def _finish_admissions(memo: kopf.Memo, world: World, by_key: Mapping[str, dict[str, Any]]) -> None:
-    """Admitted (status written) but not yet Ready (labels maybe missing): label, then Ready."""
-    for gpr in by_key.values():
-        if (gpr.get("status") or {}).get("phase") == "Admitted":
+    """Admitted (status written) but not yet Ready (labels maybe missing): label, then Ready;
+    except the admissions of earlier passes still being finished in the background."""
+    reserving = _reservations_in_flight(memo)
+    for key, gpr in by_key.items():
+        if (gpr.get("status") or {}).get("phase") == "Admitted" and key not in reserving:
             await _reserve(memo, world, gpr)
+
+
+def _reservations_in_flight(memo: kopf.Memo) -> dict[str, asyncio.Task[None]]:
+    """Admissions whose labels and Ready are being written, by request key."""
+    tasks: dict[str, asyncio.Task[None]] | None = getattr(memo, "reservations_in_flight", None)
+    if tasks is None:
+        tasks = memo.reservations_in_flight = {}
+    return tasks
+
+
+def _reserve_in_background(
+    memo: kopf.Memo, world: World, admitted: dict[str, Any], *announce: Awaitable[Any]
+) -> None:
+    """Finish an admission (`_reserve`) without holding up the pass: its status already says
+    Admitted with its nodes, so the next pass counts its GPUs as taken, and a crash before it ends
+    leaves it for `_finish_admissions` to redo."""
+    key = _key(admitted)
+    tasks = _reservations_in_flight(memo)
+
+    async def finish() -> None:
+        try:
+            await _reserve(memo, world, admitted, *announce)
+        except (KubeApiError, OSError, TimeoutError) as error:  # the next pass finishes it
+            log.warning("reserving nodes for %s failed: %s", key, error)
+        finally:
+            if tasks.get(key) is asyncio.current_task():
+                del tasks[key]
+
+    tasks[key] = asyncio.create_task(finish())
+
+
+async def _reservation_finished(memo: kopf.Memo, gpr: Mapping[str, Any]) -> None:
+    """Wait for the request's admission being finished in the background, if any: taking its GPUs
+    back before its labels and Ready are written would leave them on."""
+    task = _reservations_in_flight(memo).get(_key(gpr))
+    if task is not None:
+        await asyncio.wait([task])
 
 
 async def _reserve(
@@ -854,10 +952,11 @@ async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admi
         f"{status['message']} from queue {_gpr_queue(world, gpr)} after "
         f"{waited}s: {status['gpusAllocated']} {placement.gpu_type} GPU(s) on colony {placement.colony}",
     )
-    await _reserve(memo, world, admitted, announce)
+    _reserve_in_background(memo, world, admitted, announce)
 
 
 async def _preempt(memo: kopf.Memo, world: World, victim: dict[str, Any], decision: Preempt) -> None:
+    await _reservation_finished(memo, victim)
     await _label_nodes(world, victim, add=False)
     status = victim.get("status") or {}
     message = f"evicted for {decision.for_key}: {decision.reason}; requeued"
@@ -907,7 +1006,7 @@ async def _provision(memo: kopf.Memo, gpr: dict[str, Any], decision: Provision) 
     await _event(memo, gpr, "ColonyProvisioning", message)
 
 
-async def _write_queue_status(
+def _write_queue_status(
     memo: kopf.Memo,
     world: World,
     queues: Sequence[QueueQuota],
@@ -918,11 +1017,28 @@ async def _write_queue_status(
     """Each queue's counts and usage, and the positions, wait estimates and messages of waiting
     requests (in the background: they never hold up the next pass)."""
     _write_estimates_later(memo, world, decisions)
-    await _concurrently(
-        _write_queue_usage(memo, world, queue, running, pending)
-        for queue in queues
-        if not queue.name.startswith(NAMESPACE_QUEUE_PREFIX)
-    )
+    previous: asyncio.Task[None] | None = getattr(memo, "queue_usage_writes", None)
+    if previous is None or previous.done():
+        writes = _write_queue_usages(memo, world, queues, running, pending)
+        memo.queue_usage_writes = asyncio.create_task(writes)
+
+
+async def _write_queue_usages(
+    memo: kopf.Memo,
+    world: World,
+    queues: Sequence[QueueQuota],
+    running: Sequence[RunningRequest],
+    pending: Sequence[GpuRequest],
+) -> None:
+    """Every GPUQueue's counts and usage (see _write_queue_usage)."""
+    try:
+        await _concurrently(
+            _write_queue_usage(memo, world, queue, running, pending)
+            for queue in queues
+            if not queue.name.startswith(NAMESPACE_QUEUE_PREFIX)
+        )
+    except (KubeApiError, OSError, TimeoutError) as error:  # the next pass writes them again
+        log.warning("writing queue usage failed: %s", error)
 
 
 def _write_estimates_later(memo: kopf.Memo, world: World, decisions: Decisions) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Mapping
 from typing import Any
@@ -12,6 +13,17 @@ _TEMP_DIR = tempfile.mkdtemp(prefix="colony-kubeconfig-")
 CONNECTIONS = 32
 """Requests a client has in flight at once (the library's default is 5 per CPU): the GPR scheduler
 admits and releases many requests concurrently, each a few sequential writes."""
+PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
+
+
+def make_api_client(configuration: client.Configuration) -> client.ApiClient:
+    """An ApiClient that reads proxy settings and ~/.netrc from the environment only when a proxy
+    is set there: kubernetes_asyncio's session trusts the environment, which makes aiohttp read
+    ~/.netrc in a worker thread on every request (a tenth of the operator's CPU under load)."""
+    api = client.ApiClient(configuration)
+    if not any(os.environ.get(name) for name in PROXY_VARIABLES):
+        api.rest_client.pool_manager._trust_env = False  # no public setter in aiohttp
+    return api
 
 
 async def api_client_from_kubeconfig(kubeconfig: Mapping[str, Any]) -> client.ApiClient:
@@ -24,7 +36,7 @@ async def api_client_from_kubeconfig(kubeconfig: Mapping[str, Any]) -> client.Ap
         dict(kubeconfig), client_configuration=configuration, temp_file_path=_TEMP_DIR
     )
     configuration.connection_pool_maxsize = CONNECTIONS
-    return client.ApiClient(configuration)
+    return make_api_client(configuration)
 
 
 async def default_api_client() -> client.ApiClient:
@@ -35,4 +47,4 @@ async def default_api_client() -> client.ApiClient:
     except config.ConfigException:
         await config.load_kube_config(client_configuration=configuration)
     configuration.connection_pool_maxsize = CONNECTIONS
-    return client.ApiClient(configuration)
+    return make_api_client(configuration)
