@@ -46,12 +46,14 @@ from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio import config as kconfig
 from kubernetes_asyncio import watch as kwatch
 
+from bench.compiled import compiled_core_env
 from bench.report import SIZES, Table
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.environment import MANAGEMENT_UPSTREAM, own_crd_files, upstream_crd_files
 from colony.devenv.kwok import GPUNodeSpec
 from colony.devenv.process import ManagedProcess
 from colony.devenv.tools import Tools, cache_dir, ensure_tools, repo_root
+from colony.kube.config import make_api_client
 from colony.kube.resources import Kube
 from colony.versions import pinned
 
@@ -503,7 +505,7 @@ async def drive(kubeconfig: Path, scale: Scale) -> tuple[dict[str, Workload], fl
     await kconfig.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
     configuration.connection_pool_maxsize = 64
     workloads = planned_workloads(scale)
-    async with kclient.ApiClient(configuration) as api:
+    async with make_api_client(configuration) as api:
         runner = Runner(Kube(api), workloads)
         watcher = asyncio.create_task(watch_gprs(api, runner))
         await asyncio.sleep(0.5)  # the watch is open before the first create
@@ -534,8 +536,9 @@ def start_pool(tools: Tools, scale: Scale) -> LocalCluster:
 
 
 def start_operator(management: LocalCluster, log: Path) -> ManagedProcess:
-    """The operator as a real process, watching the whole (bench-only) management cluster."""
-    env = {**os.environ, "KUBECONFIG": str(management.kubeconfig_path)}
+    """The operator as a real process, with its scheduler core compiled as it ships, watching the
+    whole (bench-only) management cluster."""
+    env = compiled_core_env({**os.environ, "KUBECONFIG": str(management.kubeconfig_path)})
     operator = ManagedProcess("operator", [sys.executable, "-m", "colony", "operator"], log, env=env)
     operator.start()
     return operator

@@ -24,8 +24,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
+from bench.compiled import ROOT, compiled_core_env
 from bench.report import Table
 from colony.scheduling.offers.model import Offer
 from colony.scheduling.queueing.core import schedule
@@ -204,14 +204,10 @@ COLUMNS = [
 
 def compiled_rows(size: str) -> list[dict[str, float]]:
     """The same measurements with the mypyc-compiled core, in a subprocess."""
-    root = Path(__file__).resolve().parent.parent
-    built = subprocess.run(
-        ["bash", str(root / "hack/build-compiled.sh")], check=True, capture_output=True, text=True
-    )
-    tree = built.stdout.strip().splitlines()[-1]
-    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{root}"}
     args = [sys.executable, "-m", "bench.scheduler_scale", "--rows-json", "--size", size]
-    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env, cwd=root).stdout
+    out = subprocess.run(
+        args, check=True, capture_output=True, text=True, env=compiled_core_env(), cwd=ROOT
+    ).stdout
     rows: list[dict[str, float]] = json.loads(out)
     return rows
 
