@@ -17,6 +17,10 @@ def _accepted(obj: dict[str, Any]) -> dict[str, Any] | None:
     return next((c for c in status.get("conditions", []) if c["type"] == "Accepted"), None)
 
 
+def _phase(obj: dict[str, Any]) -> str | None:
+    return (obj.get("status") or {}).get("phase")
+
+
 def test_colony_apply_gets_observed_generation_and_condition(
     management: LocalCluster, namespace: str, operator_process: ManagedProcess
 ) -> None:
@@ -65,6 +69,6 @@ def test_ddpjob_and_gpr_get_status(
     job = management.get_json("ddpjob", "test-ddp-job", "-n", namespace)
     assert job["status"]["workersTotal"] == 2
     eventually(lambda: _accepted(management.get_json("gpr", "two-h100", "-n", namespace)), 15)
+    eventually(lambda: _phase(management.get_json("gpr", "two-h100", "-n", namespace)) == "Queued", 15)
     request = management.get_json("gpr", "two-h100", "-n", namespace)
-    assert request["status"]["phase"] == "Queued"
     assert request["spec"]["priority"] == 101  # defaulted at admission

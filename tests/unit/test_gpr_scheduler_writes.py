@@ -25,6 +25,7 @@ from colony.controllers.gpr_scheduler import (
     _reservations_in_flight,
     _reserve_in_background,
     _write_estimates,
+    estimate_update,
     known_reservations,
     position_moved,
     release_on_delete,
@@ -328,3 +329,11 @@ def test_informer_keeps_objects_without_managed_fields_and_kopf_diff_base() -> N
     assert kept["metadata"]["annotations"] == {"team": "a"}
     assert kept["spec"] == gpr["spec"] and kept["metadata"]["resourceVersion"] == "5"
     assert "managedFields" in gpr["metadata"]  # the caller's object is not changed
+
+
+def test_a_new_request_is_queued_by_the_loop_and_an_admitted_one_never_goes_back() -> None:
+    world = World(time.time(), [], [], {}, {})
+    new = estimate_update(world, _gpr("new"), Estimate(4, None, "waiting for quota"))
+    assert new["phase"] == "Queued" and new["message"] == "waiting for quota"
+    admitted = estimate_update(world, _gpr("old", phase="Admitted"), Estimate(4, None, "waiting for quota"))
+    assert "phase" not in admitted and "message" not in admitted

@@ -30,11 +30,12 @@ async def reconcile_gpr(
     logger: Any,
     **_: Any,
 ) -> None:
-    """Validate the spec and record observedGeneration, an Accepted condition and phase Queued
-    (async: a sync handler would cost a worker-thread hop per request)."""
+    """Validate the spec and record observedGeneration and an Accepted condition (async: a sync
+    handler would cost a worker-thread hop per request). The phase is the scheduling loop's to
+    write: under load this handler runs on an old version of the request, and a phase written
+    from it could undo an admission made meanwhile."""
     parsed = accept_spec(GPRSpec, spec, status, meta.get("generation"), patch, logger)
     if isinstance(parsed, GPRSpec):
-        patch.status["phase"] = status.get("phase") or "Queued"
         if not status.get("phase"):
             shapes = ", ".join(parsed.gpu_shapes or [parsed.gpu_shape or "any"])
             size = f"{parsed.number_of_gpu_nodes} node(s) x {parsed.number_of_gpus} GPU(s)"

@@ -1095,7 +1095,9 @@ def estimate_update(world: World, gpr: Mapping[str, Any], estimate: Estimate) ->
         update["estimatedStartTime"] = (
             None if estimate.start_s is None else format_time(datetime.fromtimestamp(estimate.start_s, UTC))
         )
-    if status.get("phase") == "Queued" and status.get("message") != estimate.reason:
+    if status.get("phase") is None:
+        update["phase"] = "Queued"  # a new request (written only onto the version read, see above)
+    if status.get("phase") in (None, "Queued") and status.get("message") != estimate.reason:
         update["message"] = estimate.reason
     queue_name = _public_queue(_gpr_queue(world, gpr))
     if status.get("queue") != queue_name:
