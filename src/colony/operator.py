@@ -15,6 +15,8 @@ TLS_READ_BUFFER = 64 * 1024
 MMAP_THRESHOLD = 64 * 1024
 """Allocations of this size and larger get their own memory mapping, unmapped when freed."""
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+HEAP_TRIM_INTERVAL_S = 30.0
+"""How often the heap's free pages are handed back to the system (trim_heap)."""
 
 
 def limit_connection_memory() -> bool:
@@ -31,6 +33,40 @@ def limit_connection_memory() -> bool:
     with contextlib.suppress(OSError, AttributeError):
         return bool(ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
     return False
+
+
+def trim_heap() -> bool:
+    """Hand the heap's free pages back to the system (glibc's malloc_trim).
+
+    After a load peak (thousands of requests listed, created and deleted at once) CPython frees the
+    objects but glibc keeps their pages in the heap, so RSS, which is what a memory limit counts,
+    stays at the peak. Returns whether any memory was released (False without glibc).
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    return False
+
+
+async def trim_heap_periodically(interval_s: float = HEAP_TRIM_INTERVAL_S) -> None:
+    """trim_heap() every `interval_s` until cancelled (a few milliseconds each)."""
+    while True:
+        await asyncio.sleep(interval_s)
+        trim_heap()
+
+
+async def _operate(namespaces: Sequence[str], liveness_endpoint: str | None) -> None:
+    """kopf's operator, with the heap trimmed alongside."""
+    trimming = asyncio.create_task(trim_heap_periodically())
+    try:
+        await kopf.operator(
+            clusterwide=not namespaces,
+            namespaces=list(namespaces),
+            standalone=True,
+            liveness_endpoint=liveness_endpoint,
+            memo=kopf.Memo(namespaces=list(namespaces)),
+        )
+    finally:
+        trimming.cancel()
 
 
 def run_operator(
@@ -52,12 +88,4 @@ def run_operator(
         metrics.serve(metrics_port)
 
     configure_logging(verbose=verbose, json_logs=json_logs)
-    asyncio.run(
-        kopf.operator(
-            clusterwide=not namespaces,
-            namespaces=list(namespaces),
-            standalone=True,
-            liveness_endpoint=liveness_endpoint,
-            memo=kopf.Memo(namespaces=list(namespaces)),
-        )
-    )
+    asyncio.run(_operate(namespaces, liveness_endpoint))
