@@ -23,7 +23,7 @@ import contextlib
 import fnmatch
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -1016,11 +1016,10 @@ def _write_queue_status(
 ) -> None:
     """Each queue's counts and usage, and the positions, wait estimates and messages of waiting
     requests (in the background: they never hold up the next pass)."""
-    _write_estimates_later(memo, world, decisions)
-    previous: asyncio.Task[None] | None = getattr(memo, "queue_usage_writes", None)
-    if previous is None or previous.done():
-        writes = _write_queue_usages(memo, world, queues, running, pending)
-        memo.queue_usage_writes = asyncio.create_task(writes)
+    _start_unless_running(memo, "estimate_writes", lambda: _write_estimates(memo, world, decisions))
+    _start_unless_running(
+        memo, "queue_usage_writes", lambda: _write_queue_usages(memo, world, queues, running, pending)
+    )
 
 
 async def _write_queue_usages(
@@ -1041,12 +1040,14 @@ async def _write_queue_usages(
         log.warning("writing queue usage failed: %s", error)
 
 
-def _write_estimates_later(memo: kopf.Memo, world: World, decisions: Decisions) -> None:
-    """Start writing this pass's estimates unless the previous pass's are still being written
-    (then the next pass computes them afresh)."""
-    task: asyncio.Task[None] | None = getattr(memo, "estimate_writes", None)
+def _start_unless_running(
+    memo: kopf.Memo, name: str, writes: Callable[[], Coroutine[Any, Any, None]]
+) -> None:
+    """Start this pass's `writes` as the task memo.<name> unless the previous pass's are still
+    running (then the next pass computes them afresh)."""
+    task: asyncio.Task[None] | None = getattr(memo, name, None)
     if task is None or task.done():
-        memo.estimate_writes = asyncio.create_task(_write_estimates(memo, world, decisions))
+        setattr(memo, name, asyncio.create_task(writes()))
 
 
 async def _write_estimates(memo: kopf.Memo, world: World, decisions: Decisions) -> None:
