@@ -451,7 +451,8 @@ def test_bad_replicas_and_templates_are_demand_errors() -> None:
     job = _pytorchjob(None, _gpu_pod(1))
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = "two"
     with pytest.raises(
-        DemandError, match=r"component worker: replicas must be a whole number >= 0, got 'two'"
+        DemandError,
+        match=r"component worker: replicas must be a whole number >= 0 \(at most 1000000\), got 'two'",
     ):
         compute_demand(builtin("PyTorchJob"), job)
     job = _pytorchjob(None, _gpu_pod(1))

@@ -178,20 +178,57 @@ _SUFFIX_FACTORS: dict[str, Decimal] = {
 }
 
 
+MAX_QUANTITY = Decimal(2**63 - 1)
+"""The largest quantity accepted: Kubernetes itself keeps quantities within a signed 64-bit count."""
+
+
 def parse_quantity(value: str | int | float) -> Decimal:
-    """A Kubernetes resource quantity ("500m", "2Gi", "1e3", 4) as a number (ValueError if malformed)."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a quantity: {value!r}")
-    if isinstance(value, int | float):
-        return Decimal(str(value))
-    match = _QUANTITY.match(str(value).strip())
+    """A Kubernetes resource quantity ("500m", "2Gi", "1e3", 4) as a number.
+
+    Raises ValueError when it is malformed, not finite, or larger in magnitude than MAX_QUANTITY
+    (a hostile "1e999999999" must not overflow the arithmetic that follows).
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"not a quantity: {_preview(value)}")
+    text = str(value).strip()
+    match = _QUANTITY.match(text) if len(text) <= 64 else None
     if not match:
-        raise ValueError(f"not a quantity: {value!r}")
+        raise ValueError(f"not a quantity: {_preview(value)}")
+    exponent = match["exponent"]
+    if exponent is not None and abs(int(exponent[1:])) > 30:
+        raise ValueError(f"quantity out of range: {_preview(value)}")
     try:
-        number = Decimal(match["number"] + (match["exponent"] or ""))
+        number = Decimal(match["number"] + (exponent or ""))
     except InvalidOperation:
-        raise ValueError(f"not a quantity: {value!r}") from None
-    return number * _SUFFIX_FACTORS.get(match["suffix"] or "", Decimal(1))
+        raise ValueError(f"not a quantity: {_preview(value)}") from None
+    quantity = number * _SUFFIX_FACTORS.get(match["suffix"] or "", Decimal(1))
+    if not quantity.is_finite() or abs(quantity) > MAX_QUANTITY:
+        raise ValueError(f"quantity out of range: {_preview(value)}")
+    return quantity
+
+
+def _preview(value: object) -> str:
+    """A bounded repr of a value for error messages (hostile values can be megabytes long)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    """`value` when it is a mapping, {} when absent; ValueError naming `what` otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _sequence(value: Any, what: str) -> Sequence[Any]:
+    """`value` when it is a list, [] when absent; ValueError naming `what` otherwise."""
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"{what} must be a list, got {type(value).__name__}")
+    return value
 
 
 def _ceil(value: Decimal) -> int:
@@ -211,22 +248,26 @@ class PodResources:
 
 
 def _container_amount(container: Mapping[str, Any], resource: str, order: Sequence[str]) -> Decimal:
-    resources = container.get("resources") or {}
+    resources = _mapping(_mapping(container, "a container").get("resources"), "resources")
     for key in order:
-        value = (resources.get(key) or {}).get(resource)
+        value = _mapping(resources.get(key), f"resources.{key}").get(resource)
         if value is not None:
-            return parse_quantity(value)
+            amount = parse_quantity(value)
+            if amount < 0:
+                raise ValueError(f"{resource} must not be negative, got {_preview(value)}")
+            return amount
     return Decimal(0)
 
 
 def _pod_amount(pod_spec: Mapping[str, Any], resource: str, order: Sequence[str]) -> Decimal:
     """A pod's effective request of one resource (init containers and sidecars as Kubernetes does)."""
-    app = sum((_container_amount(c, resource, order) for c in pod_spec.get("containers") or []), Decimal(0))
+    containers = _sequence(pod_spec.get("containers"), "containers")
+    app = sum((_container_amount(c, resource, order) for c in containers), Decimal(0))
     sidecars = Decimal(0)
     init_peak = Decimal(0)
-    for container in pod_spec.get("initContainers") or []:
+    for container in _sequence(pod_spec.get("initContainers"), "initContainers"):
         amount = _container_amount(container, resource, order)
-        if container.get("restartPolicy") == "Always":
+        if _mapping(container, "an init container").get("restartPolicy") == "Always":
             sidecars += amount
             init_peak = max(init_peak, sidecars)
         else:
@@ -235,11 +276,15 @@ def _pod_amount(pod_spec: Mapping[str, Any], resource: str, order: Sequence[str]
 
 
 def pod_resources(pod_spec: Mapping[str, Any]) -> PodResources:
-    """GPUs, CPU and memory one pod of this PodSpec requests (ValueError on a malformed quantity)."""
+    """GPUs, CPU and memory one pod of this PodSpec requests.
+
+    Raises ValueError on a malformed or out-of-range quantity or a field of the wrong type.
+    """
+    pod_spec = _mapping(pod_spec, "the pod spec")
     gpus = _pod_amount(pod_spec, GPU_RESOURCE, ("limits", "requests"))
     if gpus != gpus.to_integral_value() or gpus < 0:
         raise ValueError(f"{GPU_RESOURCE} must be a whole number, got {gpus}")
-    overhead = pod_spec.get("overhead") or {}
+    overhead = _mapping(pod_spec.get("overhead"), "overhead")
     cpu = _pod_amount(pod_spec, "cpu", ("requests", "limits")) + parse_quantity(overhead.get("cpu", 0))
     memory = _pod_amount(pod_spec, "memory", ("requests", "limits")) + parse_quantity(
         overhead.get("memory", 0)
@@ -248,17 +293,26 @@ def pod_resources(pod_spec: Mapping[str, Any]) -> PodResources:
 
 
 def _affinity_gpu_types(pod_spec: Mapping[str, Any]) -> set[str] | None:
-    """GPU types the required node affinity allows; None when it does not constrain them."""
-    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = required.get("nodeSelectorTerms") or []
+    """GPU types the required node affinity allows; None when it does not constrain them.
+
+    Raises ValueError when a field on the way has the wrong type.
+    """
+    affinity = _mapping(pod_spec.get("affinity"), "affinity")
+    node_affinity = _mapping(affinity.get("nodeAffinity"), "affinity.nodeAffinity")
+    required = _mapping(
+        node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+        "nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+    )
+    terms = _sequence(required.get("nodeSelectorTerms"), "nodeSelectorTerms")
     allowed: set[str] = set()
     for term in terms:
         term_types: set[str] | None = None
-        for expression in term.get("matchExpressions") or []:
+        for expression in _sequence(
+            _mapping(term, "a node selector term").get("matchExpressions"), "matchExpressions"
+        ):
+            expression = _mapping(expression, "a match expression")
             if expression.get("key") in GPU_TYPE_LABELS and expression.get("operator") == "In":
-                values = {normalize_gpu(str(v)) for v in expression.get("values") or []}
+                values = {normalize_gpu(str(v)) for v in _sequence(expression.get("values"), "values")}
                 term_types = values if term_types is None else term_types & values
         if term_types is None:
             return None  # terms are ORed: this one admits any GPU type
@@ -272,7 +326,8 @@ def template_gpu_types(pod_spec: Mapping[str, Any]) -> tuple[str, ...]:
     Raises ValueError when the constraints exclude each other (no GPU type satisfies them all).
     """
     allowed: set[str] | None = None
-    selector = pod_spec.get("nodeSelector") or {}
+    pod_spec = _mapping(pod_spec, "the pod spec")
+    selector = _mapping(pod_spec.get("nodeSelector"), "nodeSelector")
     for label in GPU_TYPE_LABELS:
         if label in selector:
             value = {normalize_gpu(str(selector[label]))}
@@ -309,12 +364,28 @@ def _scopes(
         yield name, instance
 
 
+MAX_REPLICAS = 1_000_000
+"""More pods than any cluster holds: a larger count is a typo or an attack, not a demand."""
+
+
 def _replicas(value: Any) -> int:
     if value is None:
         return 1
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 0:
-        raise ValueError(f"replicas must be a whole number >= 0, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= MAX_REPLICAS
+        or value != int(value)
+    ):
+        raise ValueError(
+            f"replicas must be a whole number >= 0 (at most {MAX_REPLICAS}), got {_preview(value)}"
+        )
     return int(value)
+
+
+def _scheduler_name(pod_spec: Mapping[str, Any]) -> str | None:
+    name = pod_spec.get("schedulerName")
+    return name if isinstance(name, str) and name else None
 
 
 def compute_demand(definition: WorkloadDefinition, obj: Mapping[str, Any]) -> WorkloadDemand:
@@ -345,8 +416,8 @@ def compute_demand(definition: WorkloadDefinition, obj: Mapping[str, Any]) -> Wo
                         f"{type(template).__name__}, not a pod template"
                     )
                 replicas = evaluate(definition, f"{where}.replicasPath", component.replicas_path, scope, obj)
-                pod_spec = template.get("spec") or {}
                 try:
+                    pod_spec = _mapping(template.get("spec"), "the pod template's spec")
                     pods = _replicas(replicas[0] if replicas else None)
                     resources = pod_resources(pod_spec)
                     gpu_types = template_gpu_types(pod_spec)
@@ -361,11 +432,13 @@ def compute_demand(definition: WorkloadDefinition, obj: Mapping[str, Any]) -> Wo
                         gpu_types=gpu_types,
                         cpu_millis=resources.cpu_millis,
                         memory_bytes=resources.memory_bytes,
-                        scheduler_name=pod_spec.get("schedulerName") or None,
+                        scheduler_name=_scheduler_name(pod_spec),
                     )
                 )
     except EvaluationError as error:
         raise DemandError(str(error)) from None
+    except RecursionError:  # the API server accepts objects nested thousands deep
+        raise DemandError(f"{subject} is nested too deeply to read") from None
     gangs = tuple(
         GangDemand(
             name=gang.name,
