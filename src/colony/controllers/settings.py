@@ -7,6 +7,8 @@ from typing import Any
 
 import kopf
 
+from colony.kube.timeouts import DEFAULT_TIMEOUTS
+
 FIELD_MANAGER = "colony-operator"
 FINALIZER = "colony.exalsius.ai/finalizer"
 
@@ -22,6 +24,10 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     settings.watching.server_timeout = 60
     settings.watching.client_timeout = 90
+    settings.watching.connect_timeout = DEFAULT_TIMEOUTS.connect_s
+    # kopf's own requests (patches, Events) are bounded like ours (kube/timeouts.py)
+    settings.networking.connect_timeout = DEFAULT_TIMEOUTS.connect_s
+    settings.networking.request_timeout = DEFAULT_TIMEOUTS.request_s
     settings.execution.max_workers = 20
     # Handler logs of WARNING and above become Kubernetes Events (with every state change, which is
     # posted explicitly by colony.events); INFO lines, kopf's "Handler ... succeeded" among them,

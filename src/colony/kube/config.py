@@ -9,6 +9,8 @@ from typing import Any
 
 from kubernetes_asyncio import client, config
 
+from colony.kube.timeouts import bound_requests
+
 _TEMP_DIR = tempfile.mkdtemp(prefix="colony-kubeconfig-")
 CONNECTIONS = 32
 """Requests a client has in flight at once (the library's default is 5 per CPU): the GPR scheduler
@@ -19,8 +21,9 @@ PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "htt
 def make_api_client(configuration: client.Configuration) -> client.ApiClient:
     """An ApiClient that reads proxy settings and ~/.netrc from the environment only when a proxy
     is set there: kubernetes_asyncio's session trusts the environment, which makes aiohttp read
-    ~/.netrc in a worker thread on every request (a tenth of the operator's CPU under load)."""
-    api = client.ApiClient(configuration)
+    ~/.netrc in a worker thread on every request (a tenth of the operator's CPU under load).
+    Every request is time-bounded (kube/timeouts.py)."""
+    api = bound_requests(client.ApiClient(configuration))
     if not any(os.environ.get(name) for name in PROXY_VARIABLES):
         api.rest_client.pool_manager._trust_env = False  # no public setter in aiohttp
     return api

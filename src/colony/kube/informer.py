@@ -17,6 +17,8 @@ from typing import Any
 
 from kubernetes_asyncio import client, watch
 
+from colony.kube.timeouts import DEFAULT_TIMEOUTS, ApiTimeouts
+
 log = logging.getLogger(__name__)
 
 RELIST_DELAY_S = 1.0
@@ -65,9 +67,11 @@ class Informer:
         plural: str,
         kind: str,
         on_event: Callable[[str, Mapping[str, Any]], None] | None = None,
+        timeouts: ApiTimeouts = DEFAULT_TIMEOUTS,
     ) -> None:
         """`on_event(type, object)` is called after each watch event is applied."""
         self.api = api
+        self.timeouts = timeouts
         self.on_event = on_event
         self.group, self.version, self.plural, self.kind = group, version, plural, kind
         self._objects: dict[str, dict[str, Any]] = {}
@@ -142,19 +146,27 @@ class Informer:
             await asyncio.sleep(RELIST_DELAY_S)
 
     async def _watch(self, api: client.CustomObjectsApi, version: str) -> None:
-        """Apply events until the stream fails (an expired version raises ApiException 410); the
-        stream reconnects by itself from the last version seen when the server closes it."""
-        stream = watch.Watch()
-        try:
-            async for event in stream.stream(
-                api.list_cluster_custom_object,
-                self.group,
-                self.version,
-                self.plural,
-                resource_version=version,
-                allow_watch_bookmarks=True,
-            ):
-                self.apply(str(event.get("type")), event["object"])
-        finally:
-            with contextlib.suppress(Exception):
-                await stream.close()
+        """Apply events until the stream fails (an expired version raises ApiException 410, a
+        stream silent past the stall bound raises TimeoutError: a half-open connection).
+
+        The server ends each watch after `timeouts.watch_s`; the next one resumes from the last
+        version seen, so a healthy watch never relists and a dead one is noticed within the stall bound.
+        """
+        while True:
+            stream = watch.Watch()
+            try:
+                async for event in stream.stream(
+                    api.list_cluster_custom_object,
+                    self.group,
+                    self.version,
+                    self.plural,
+                    resource_version=version,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=int(self.timeouts.watch_s),
+                    _request_timeout=self.timeouts.watch(),
+                ):
+                    self.apply(str(event.get("type")), event["object"])
+            finally:
+                with contextlib.suppress(Exception):
+                    await stream.close()
+            version = stream.resource_version or version
