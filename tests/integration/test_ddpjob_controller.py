@@ -11,6 +11,7 @@ from colony.devenv.capi_harness import CapiHarness
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.kwok import EXIT_CODE_ANNOTATION, OUTCOME_ANNOTATION
 from colony.devenv.process import ManagedProcess
+from colony.render.ddpjob import JOB_LABEL
 from tests.integration.conftest import EXAMPLES, eventually
 from tests.integration.test_colony_controller import _apply, _existing_colony, _kubeconfig_secret, _phase_is
 
@@ -223,3 +224,32 @@ def test_deleting_a_job_on_an_unreachable_cluster_retries_then_gives_up_with_eve
     )
     events = management.kubectl("get", "events", "-n", namespace).stdout
     assert "ClusterUnreachable" in events and "CleanupAbandoned" in events
+
+
+def test_deleting_a_job_whose_cluster_forbids_cleanup_ends_and_names_what_was_left(
+    management: LocalCluster, colony_cluster: LocalCluster, namespace: str, operator_process: ManagedProcess
+) -> None:
+    """A 403 from the colony is retried a bounded number of times like an unreachable cluster, then
+    the finalizer goes and a CleanupAbandoned Event lists what is left (issue 17, point 6)."""
+    _ready_colony(management, colony_cluster, namespace)
+    _apply(management, namespace, _job())
+    eventually(lambda: _status(management, namespace).get("phase") == "Running", 40)
+    account = f"nobody-{namespace}"
+    colony_cluster.kubectl("create", "serviceaccount", account, "-n", "default")
+    token = colony_cluster.kubectl("create", "token", account, "-n", "default").stdout.strip()
+    forbidden: dict[str, Any] = yaml.safe_load(colony_cluster.kubeconfig())
+    forbidden["users"][0]["user"] = {"token": token}  # authenticated, but granted nothing
+    _kubeconfig_secret(management, namespace, "gpu-kubeconfig", yaml.safe_dump(forbidden))
+    management.kubectl("delete", "ddpjob", "test-ddp-job", "-n", namespace, "--wait=false")
+    eventually(
+        lambda: (
+            management.kubectl("get", "ddpjob", "test-ddp-job", "-n", namespace, check=False).returncode != 0
+        ),
+        60,
+    )
+    events = management.kubectl("get", "events", "-n", namespace).stdout
+    assert "CleanupFailed" in events and "CleanupAbandoned" in events
+    assert "forbidden" in events.lower()
+    # the workers are still there (nobody could delete them): clean up for the next tests
+    selector = f"{JOB_LABEL}=test-ddp-job"
+    colony_cluster.kubectl("delete", "pods", "-n", namespace, "-l", selector, "--wait=false", check=False)

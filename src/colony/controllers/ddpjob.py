@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import kopf
 
 from colony import events, metrics
@@ -24,7 +25,7 @@ from colony.api.ddpjob import DDPJobSpec
 from colony.controllers.acceptance import accept_spec
 from colony.controllers.cluster_access import MANAGEMENT, cluster_client
 from colony.kube.colony_clusters import ClusterAccessError
-from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, NotFound
+from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, KubeApiError, NotFound
 from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, JobRef, render_ddpjob
 from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
 from colony.render.resources import gpu_request_name, moved_wandb_secret_name, on_reservation
@@ -36,6 +37,13 @@ from colony.status.ddpjob import TERMINAL_PHASES, JobProgress, job_progress
 TRACK_INTERVAL_S = 0.5
 DELETE_RETRIES = 3
 DELETE_RETRY_DELAY_S = 2.0
+CLEANUP_KINDS = (
+    ("v1", "Pod"),
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"),
+    ("v1", "Service"),
+    ("v1", "Secret"),
+)
+"""What a job leaves in its cluster, found by the job label and deleted with the job."""
 WAIT_S = 5.0
 USAGE_REFRESH_S = 30.0
 CLIENT_TTL_S = 5.0
@@ -499,31 +507,37 @@ async def delete_ddpjob(
     metrics.forget_job(meta["namespace"], DDPJOB.kind, meta["name"])
     if not status.get("cluster"):
         return
+    left: list[str] | None = None  # what still exists in the cluster, once listed
     try:
         target = await cluster_client(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
         selector = f"{JOB_LABEL}={meta['name']}"
-        for api_version, kind in (
-            ("v1", "Pod"),
-            ("scheduling.volcano.sh/v1beta1", "PodGroup"),
-            ("v1", "Service"),
-            ("v1", "Secret"),
-        ):
-            for obj in await target.list(api_version, kind, meta["namespace"], label_selector=selector):
-                await target.delete(api_version, kind, obj["metadata"]["name"], meta["namespace"])
-    except (ClusterAccessError, OSError, TimeoutError) as unreachable:
-        if retry < DELETE_RETRIES:
+        found = [
+            (api_version, kind, obj["metadata"]["name"])
+            for api_version, kind in CLEANUP_KINDS
+            for obj in await target.list(api_version, kind, meta["namespace"], label_selector=selector)
+        ]
+        left = [f"{kind} {name}" for _, kind, name in found]
+        for api_version, kind, name in found:
+            await target.delete(api_version, kind, name, meta["namespace"])
+            left.remove(f"{kind} {name}")
+    except (ClusterAccessError, KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as failure:
+        # any error class: a 401/403 or a 5xx from a colony is as final for us as an unreachable one
+        if retry + 1 < DELETE_RETRIES:
+            unreachable = not isinstance(failure, KubeApiError)
             events.post(
                 body,
-                "ClusterUnreachable",
+                "ClusterUnreachable" if unreachable else "CleanupFailed",
                 f"cannot clean up on cluster {status['cluster']} "
-                f"(try {retry + 1}/{DELETE_RETRIES}): {unreachable}",
+                f"(try {retry + 1}/{DELETE_RETRIES}): {failure}",
                 warning=True,
             )
-            raise kopf.TemporaryError(str(unreachable), delay=DELETE_RETRY_DELAY_S) from unreachable
+            raise kopf.TemporaryError(str(failure), delay=DELETE_RETRY_DELAY_S) from failure
+        what = ", ".join(left) if left else ("nothing" if left == [] else "objects not listed")
         events.post(
             body,
             "CleanupAbandoned",
-            f"gave up cleaning up on cluster {status['cluster']} after {DELETE_RETRIES} tries: {unreachable}",
+            f"gave up cleaning up on cluster {status['cluster']} after {DELETE_RETRIES} tries "
+            f"({failure}); left behind: {what}",
             warning=True,
         )
-        logger.warning("abandoning remote cleanup: %s", unreachable)
+        logger.warning("abandoning remote cleanup on %s: %s; left: %s", status["cluster"], failure, what)
