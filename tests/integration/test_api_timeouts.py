@@ -83,7 +83,7 @@ def _queue(name: str) -> dict[str, Any]:
         "apiVersion": "infra.exalsius.ai/v1",
         "kind": "GPUQueue",
         "metadata": {"name": name},
-        "spec": {"namespaces": [f"u-{name}"]},
+        "spec": {"namespaces": [f"u-{name}"], "quotas": [{"gpuType": "A100", "nominal": 1}]},
     }
 
 
