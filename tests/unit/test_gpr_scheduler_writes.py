@@ -145,6 +145,7 @@ async def test_preemptions_are_written_before_any_admission() -> None:
     victims = [_gpr(f"low{i}", phase="Ready", nodes=[]) for i in range(5)]
     winners = [_gpr(f"high{i}", phase="Queued") for i in range(5)]
     world = World(time.time(), victims + winners, [], {}, {})
+    world.clusters[("pool/pool", "c")] = ClusterView("pool/pool", "c", cast(Any, _Cluster()), [], [])
     placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 1),))
     decisions = Decisions(
         admitted=tuple(Admit(f"team/high{i}", placement) for i in range(5)),
@@ -251,12 +252,15 @@ def test_the_gpus_of_a_request_being_deleted_are_free_before_its_label_comes_off
 class _Cluster:
     """A colony cluster's client: records node label patches."""
 
-    def __init__(self) -> None:
+    def __init__(self, unreadable: bool = False) -> None:
         self.labels: list[dict[str, str | None]] = []
+        self.unreadable = unreadable  # the patch answers without the label (e.g. a webhook dropped it)
 
     async def patch_labels(self, *args: Any) -> dict[str, Any]:
         self.labels.append(dict(args[-1]))
-        return {}
+        if self.unreadable:
+            return {"metadata": {"name": args[2], "labels": {}}}
+        return {"metadata": {"name": args[2], "labels": {k: v for k, v in args[-1].items() if v is not None}}}
 
 
 class _DeletedMeanwhile(_Kube):
@@ -282,6 +286,20 @@ async def test_labels_put_on_a_request_deleted_during_its_admission_are_taken_of
     cluster.labels.clear()
     await _applied(_memo(_Kube()), world, {"team/short": gpr}, admit)
     assert cluster.labels == [{label: "2"}]  # not deleted: the reservation stays
+
+
+async def test_a_request_is_ready_only_once_its_labels_are_written_and_read_back() -> None:
+    placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 2),))
+    admit = Decisions(admitted=(Admit("team/short", placement),))
+    for cluster, why in ((None, "cluster not readable"), (_Cluster(unreadable=True), "label not read back")):
+        world = World(time.time(), [], [], {}, {})
+        if cluster is not None:
+            world.clusters[("pool/pool", "c")] = ClusterView("pool/pool", "c", cast(Any, cluster), [], [])
+        kube = _Kube()
+        await _applied(_memo(kube), world, {"team/short": _gpr("short", phase="Queued")}, admit)
+        phases = [status.get("phase") for _, status, _ in kube.patches]
+        assert "Ready" not in phases
+        assert f"waiting to label node(s) c/n ({why})" in kube.patches[-1][1]["message"]
 
 
 async def _applied(memo: kopf.Memo, world: World, by_key: dict[str, Any], decisions: Decisions) -> None:

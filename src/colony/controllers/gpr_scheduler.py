@@ -617,20 +617,27 @@ async def _event(
     )
 
 
-async def _label_nodes(world: World, gpr: Mapping[str, Any], add: bool) -> None:
-    """Put (or take off) the GPR's reservation label on its nodes."""
+async def _label_nodes(world: World, gpr: Mapping[str, Any], add: bool) -> list[str]:
+    """Put (or take off) the GPR's reservation label on its nodes; returns the nodes (as
+    `cluster/node (why)`) whose label could not be written or, when putting it on, read back."""
     status = gpr.get("status") or {}
     label = reservation_label(_key(gpr))
+    not_labelled: list[str] = []
     for allocation in status.get("nodes") or []:
+        node = f"{allocation['cluster']}/{allocation['node']}"
         view = world.clusters.get((str(status.get("colony")), allocation["cluster"]))
         if view is None:
-            continue  # cluster unreadable or gone: nothing to label, nothing left to free
-        try:
-            await view.kube.patch_labels(
-                "v1", "Node", allocation["node"], None, {label: str(allocation["gpus"]) if add else None}
-            )
-        except NotFound:
+            not_labelled.append(f"{node} (cluster not readable)")
             continue
+        value = str(allocation["gpus"]) if add else None
+        try:
+            patched = await view.kube.patch_labels("v1", "Node", allocation["node"], None, {label: value})
+        except NotFound:
+            not_labelled.append(f"{node} (node gone)")
+            continue
+        if add and ((patched.get("metadata") or {}).get("labels") or {}).get(label) != value:
+            not_labelled.append(f"{node} (label not read back)")
+    return not_labelled
 
 
 def _usage(gpr: Mapping[str, Any], end: float) -> dict[str, Any]:
@@ -878,11 +885,17 @@ async def _reservation_finished(memo: kopf.Memo, gpr: Mapping[str, Any]) -> None
 async def _reserve(
     memo: kopf.Memo, world: World, admitted: dict[str, Any], *announce: Awaitable[Any]
 ) -> None:
-    """Label the nodes of an Admitted request (while `announce` is posted), then mark it Ready. A
+    """Label the nodes of an Admitted request (while `announce` is posted), then mark it Ready once
+    every label is written and read back (else it stays Admitted, saying which nodes wait). A
     request deleted meanwhile may have had its labels taken off by its delete handler before they
     were put on: they are taken off again, else they would hold the GPUs forever."""
     ready = _ready_message(admitted.get("status") or {})
-    await asyncio.gather(_label_nodes(world, admitted, add=True), *announce)
+    not_labelled, *_ = await asyncio.gather(_label_nodes(world, admitted, add=True), *announce)
+    if not_labelled:  # Ready only once every label is on: the next pass tries again
+        waiting = f"admitted; waiting to label node(s) {', '.join(not_labelled)}"
+        if (admitted.get("status") or {}).get("message") != waiting:
+            await _patch(memo, admitted, {"message": waiting})
+        return
     patched, _ = await asyncio.gather(
         _patch(memo, admitted, {"phase": "Ready", "message": ready}),
         _event(memo, admitted, "GPRReady", ready),
