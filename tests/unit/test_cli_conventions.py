@@ -236,5 +236,24 @@ def test_wait_durations_and_outcomes() -> None:
         },
     }
     assert outcome(["c"], {"c": failed}, gone=False) == (False, "colony c Failed: d1: quota exceeded")
+    degraded = {
+        "metadata": {"name": "c"},
+        "status": {
+            "phase": "Degraded",
+            "clusters": [
+                {"name": "d1", "phase": "Failed", "message": "VcpuLimitExceeded"},
+                {"name": "d2", "phase": "Ready"},
+            ],
+        },
+    }
+    assert outcome(["c"], {"c": degraded}, gone=False) == (False, "colony c Failed: d1: VcpuLimitExceeded")
+    unreachable = {
+        "metadata": {"name": "c"},
+        "status": {
+            "phase": "Degraded",
+            "clusters": [{"name": "d1", "phase": "Unreachable", "message": "connection refused"}],
+        },
+    }
+    assert outcome(["c"], {"c": unreachable}, gone=False) is None  # may come back: wait
     assert outcome(["c"], {"c": None}, gone=True) == (True, "c deleted")
     assert outcome(["c"], {"c": ready}, gone=True) is None

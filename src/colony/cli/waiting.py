@@ -1,6 +1,10 @@
 """`colonies create --wait` and `colonies delete --wait`: each cluster's phase and node/GPU counts,
 live, from the API server's watch of the Colonies (nothing polls).
 
+A colony is done when Ready; it has failed when it or one of its clusters is Failed (Cluster API
+gave up: the colony itself shows Degraded then, its other clusters keep working). An Unreachable
+cluster may come back, so it is waited for until the timeout.
+
 On a terminal (and without NO_COLOR) a rich live table is redrawn in place; otherwise one plain line
 is printed per change. Exit 0 when every colony is Ready (create) or gone (delete); exit 1 with the
 reason when one Failed, or when the timeout passes first.
@@ -131,9 +135,10 @@ def outcome(
             return True, f"{', '.join(names)} deleted"
         return None
     for name in names:
-        colony = colonies.get(name)
-        if colony is not None and (colony.get("status") or {}).get("phase") == "Failed":
-            return False, f"colony {name} Failed: {failure_reason(colony)}"
+        status = (colonies.get(name) or {}).get("status") or {}
+        failed = [c for c in status.get("clusters") or [] if c.get("phase") == "Failed"]
+        if status.get("phase") == "Failed" or failed:
+            return False, f"colony {name} Failed: {failure_reason(colonies.get(name) or {})}"
     if all((colonies.get(n) or {}).get("status", {}).get("phase") == "Ready" for n in names):
         total = sum(
             cluster_gpus(c)
