@@ -151,8 +151,30 @@ def test_cluster_commands_without_a_kubeconfig_say_what_to_do(tmp_path: Path) ->
     result = runner.invoke(app, ["jobs", "list"], env={"KUBECONFIG": str(tmp_path / "none")})
     assert result.exit_code == 1
     assert result.stderr.strip() == (
-        "error: no kubeconfig: set KUBECONFIG or run `make dev` (it prints the export to use)"
+        "error: no kubeconfig: pass --kubeconfig or set KUBECONFIG; in this checkout `make dev` starts "
+        "a local cluster (it prints the export to use)"
     )
+
+
+def test_outside_a_checkout_the_hint_is_the_helm_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["jobs", "list"], env={"KUBECONFIG": str(tmp_path / "none")})
+    assert result.exit_code == 1
+    assert "helm install colony-operator" in result.stderr and "make dev" not in result.stderr
+
+
+def test_render_warns_about_unknown_gpu_types_with_the_closest_names(tmp_path: Path) -> None:
+    job = yaml.safe_load((EXAMPLES / "ddpjob.yaml").read_text())
+    job["spec"]["gpuTypes"] = ["A1000", "h100"]
+    job["spec"].pop("targetColony", None)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    result = _render("-f", str(path))
+    assert "warning: DDPJob" in result.stderr
+    assert "GPU type A1000 is not in the offer catalog; did you mean A100" in result.stderr
+    assert "h100" not in result.stderr  # a known type, in another spelling
 
 
 def test_an_unreachable_api_server_is_an_error_not_a_stack_trace(tmp_path: Path) -> None:

@@ -15,10 +15,14 @@ from rich.table import Table
 from colony.api import COLONY
 from colony.cli.kube import (
     EXIT_USAGE,
+    AllNamespacesOption,
     CliError,
+    ContextOption,
+    KubeconfigOption,
     NamespaceOption,
     OutputFormat,
     OutputOption,
+    WatchOption,
     age,
     cli_errors,
     conditions_rows,
@@ -34,8 +38,10 @@ from colony.cli.kube import (
     run,
     table,
     text,
+    watch_forever,
     with_namespace,
 )
+from colony.cli.waiting import TimeoutOption, WaitOption, wait_for_colonies
 from colony.render.contract import RenderedCluster
 from colony.render.resources import render_colony_resource
 
@@ -43,7 +49,7 @@ if TYPE_CHECKING:
     from colony.kube.resources import Kube
 
 app = typer.Typer(
-    help="Create, inspect and delete Colonies (GPU clusters on Cluster API).", no_args_is_help=True
+    help="Create, inspect and delete Colonies (GPU clusters).", no_args_is_help=True, rich_markup_mode=None
 )
 
 
@@ -70,7 +76,12 @@ def colonies_table(colonies: Sequence[Mapping[str, Any]]) -> Table:
                 age(colony["metadata"].get("creationTimestamp")),
             )
         )
-    return table(("name", "phase", "ready", "gpus", "$/h", "cost", "k8s", "age"), rows)
+    return table(
+        ("name", "phase", "ready", "gpus", "$/h", "cost", "k8s", "age"),
+        rows,
+        colonies,
+        wide_only=("cost", "k8s"),
+    )
 
 
 def clusters_table(colony: Mapping[str, Any]) -> Table:
@@ -88,7 +99,11 @@ def clusters_table(colony: Mapping[str, Any]) -> Table:
         )
         for c in (colony.get("status") or {}).get("clusters") or []
     ]
-    return table(("cluster", "provider", "phase", "nodes", "gpus", "$/h", "endpoint", "message"), rows)
+    return table(
+        ("cluster", "provider", "phase", "nodes", "gpus", "$/h", "endpoint", "message"),
+        rows,
+        wide_only=("endpoint",),
+    )
 
 
 def colony_details(colony: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -122,18 +137,54 @@ async def get_colony(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
 
 @app.command("list")
 @cli_errors
-def list_colonies(namespace: NamespaceOption = None, output: OutputOption = OutputFormat.table) -> None:
-    """List the Colonies of a namespace."""
-    print_namespace_list(COLONY, namespace, output, colonies_table, "Colonies")
+def list_colonies(
+    namespace: NamespaceOption = None,
+    all_namespaces: AllNamespacesOption = False,
+    output: OutputOption = OutputFormat.table,
+    watch: WatchOption = False,
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """List the Colonies of a namespace (-A: of all namespaces)."""
+    print_namespace_list(
+        COLONY,
+        namespace,
+        output,
+        colonies_table,
+        "Colonies",
+        all_namespaces=all_namespaces,
+        watch=watch,
+    )
 
 
 @app.command("get")
 @cli_errors
-def get(name: str, namespace: NamespaceOption = None, output: OutputOption = OutputFormat.table) -> None:
-    """Show one Colony: phase, clusters with their GPUs, add-ons, cost and conditions."""
+def get(
+    name: str,
+    namespace: NamespaceOption = None,
+    output: OutputOption = OutputFormat.table,
+    watch: WatchOption = False,
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """Show one Colony: phase, clusters with their GPUs, add-ons, cost and conditions.
+
+    With -w: its row (or object) again on every change.
+    """
     ns = resolve_namespace(namespace)
+    if watch:
+        watch_forever(
+            COLONY,
+            ns,
+            output,
+            colonies_table,
+            field_selector=f"metadata.name={name}",
+            single=True,
+            empty=str(not_found("Colony", name, ns, "colonies list")),
+        )
+        return
     colony = run(lambda kube: get_colony(kube, name, ns))
-    if output is not OutputFormat.table:
+    if output not in (OutputFormat.table, OutputFormat.wide):
         print_objects([colony], output, colonies_table, single=True)
         return
     print_details(colony_details(colony))
@@ -150,11 +201,22 @@ def get(name: str, namespace: NamespaceOption = None, output: OutputOption = Out
 @cli_errors
 def create(
     file: Annotated[
-        Path, typer.Option("--file", "-f", help="YAML file with one or more Colonies ('-': stdin).")
+        Path,
+        typer.Option(
+            "--file", "-f", metavar="FILE|DIR|-", help="Colonies: a YAML file, a directory or - (stdin)."
+        ),
     ],
     namespace: NamespaceOption = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = "30m",
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
 ) -> None:
-    """Create the Colonies in FILE (an existing one is an error, never overwritten)."""
+    """Create the Colonies in FILE (an existing one is an error, never overwritten).
+
+    With --wait: each cluster's phase, nodes and GPUs, live, until every colony is Ready (exit 0),
+    one Failed (exit 1, with the reason) or the timeout (exit 1).
+    """
     documents = load_documents(file)
     for document in documents:
         if document.get("kind") != COLONY.kind or document.get("apiVersion") != COLONY.api_version:
@@ -164,12 +226,24 @@ def create(
     default = resolve_namespace(None)
     colonies = [with_namespace(d, namespace, default) for d in documents]
     run(lambda kube: create_objects(kube, colonies, COLONY.kind, "colonies list"))
+    if wait:
+        wait_for_colonies(colonies, timeout, gone=False)
 
 
 @app.command()
 @cli_errors
-def delete(name: str, namespace: NamespaceOption = None) -> None:
-    """Delete a Colony; the operator tears its clusters down (Cluster API) before it disappears."""
+def delete(
+    name: str,
+    namespace: NamespaceOption = None,
+    wait: WaitOption = False,
+    timeout: TimeoutOption = "30m",
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """Delete a Colony; the operator tears its clusters down (Cluster API) before it disappears.
+
+    With --wait: each cluster's teardown, live, until the colony is gone (exit 0) or the timeout.
+    """
     ns = resolve_namespace(namespace)
 
     async def remove(kube: Kube) -> None:
@@ -178,6 +252,8 @@ def delete(name: str, namespace: NamespaceOption = None) -> None:
 
     run(remove)
     typer.echo(f"colony {name} deletion requested in namespace {ns} (its clusters are torn down first)")
+    if wait:
+        wait_for_colonies([{"metadata": {"name": name, "namespace": ns}}], timeout, gone=True)
 
 
 def choose_cluster(
@@ -204,9 +280,12 @@ def choose_cluster(
 def kubeconfig(
     name: str,
     cluster: Annotated[
-        str | None, typer.Option("--cluster", help="clusterName, when the colony has several clusters.")
+        str | None,
+        typer.Option("--cluster", metavar="NAME", help="clusterName, when the colony has several."),
     ] = None,
     namespace: NamespaceOption = None,
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
 ) -> None:
     """Print the kubeconfig of a colony cluster (it holds credentials: keep it safe).
 

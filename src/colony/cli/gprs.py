@@ -11,9 +11,13 @@ from rich.table import Table
 
 from colony.api import GPR
 from colony.cli.kube import (
+    AllNamespacesOption,
+    ContextOption,
+    KubeconfigOption,
     NamespaceOption,
     OutputFormat,
     OutputOption,
+    WatchOption,
     age,
     cli_errors,
     conditions_rows,
@@ -29,12 +33,15 @@ from colony.cli.kube import (
     run,
     table,
     text,
+    watch_forever,
 )
 
 if TYPE_CHECKING:
     from colony.kube.resources import Kube
 
-app = typer.Typer(help="Inspect GPU Provisioning Requests (GPRs).", no_args_is_help=True)
+app = typer.Typer(
+    help="Inspect GPU Provisioning Requests (GPRs).", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 def requested_gpus(spec: Mapping[str, Any]) -> str:
@@ -85,7 +92,7 @@ def gprs_table(gprs: Sequence[Mapping[str, Any]], now: datetime | None = None) -
         "cost",
         "age",
     )
-    return table(columns, rows)
+    return table(columns, rows, gprs, wide_only=("est. start", "colony", "allocated", "cost"))
 
 
 def gpr_details(gpr: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -125,16 +132,52 @@ def gpr_details(gpr: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 @app.command("list")
 @cli_errors
-def list_gprs(namespace: NamespaceOption = None, output: OutputOption = OutputFormat.table) -> None:
-    """List the GPU Provisioning Requests of a namespace."""
-    print_namespace_list(GPR, namespace, output, gprs_table, "GPUProvisioningRequests")
+def list_gprs(
+    namespace: NamespaceOption = None,
+    all_namespaces: AllNamespacesOption = False,
+    output: OutputOption = OutputFormat.table,
+    watch: WatchOption = False,
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """List the GPU Provisioning Requests of a namespace (-A: of all namespaces)."""
+    print_namespace_list(
+        GPR,
+        namespace,
+        output,
+        gprs_table,
+        "GPUProvisioningRequests",
+        all_namespaces=all_namespaces,
+        watch=watch,
+    )
 
 
 @app.command("get")
 @cli_errors
-def get(name: str, namespace: NamespaceOption = None, output: OutputOption = OutputFormat.table) -> None:
-    """Show one GPU Provisioning Request: phase, queue position and wait, placement and cost."""
+def get(
+    name: str,
+    namespace: NamespaceOption = None,
+    output: OutputOption = OutputFormat.table,
+    watch: WatchOption = False,
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """Show one GPU Provisioning Request: phase, queue position and wait, placement and cost.
+
+    With -w: its row (or object) again on every change.
+    """
     ns = resolve_namespace(namespace)
+    if watch:
+        watch_forever(
+            GPR,
+            ns,
+            output,
+            gprs_table,
+            field_selector=f"metadata.name={name}",
+            single=True,
+            empty=str(not_found("GPUProvisioningRequest", name, ns, "gpr list")),
+        )
+        return
 
     async def read(kube: Kube) -> dict[str, Any]:
         gpr = await kube.get(GPR.api_version, GPR.kind, name, ns)
@@ -143,7 +186,7 @@ def get(name: str, namespace: NamespaceOption = None, output: OutputOption = Out
         return gpr
 
     gpr = run(read)
-    if output is not OutputFormat.table:
+    if output not in (OutputFormat.table, OutputFormat.wide):
         print_objects([gpr], output, gprs_table, single=True)
         return
     print_details(gpr_details(gpr))

@@ -25,11 +25,16 @@ from rich.text import Text
 
 from colony.api import COLONY, DDPJOB, GPR
 from colony.cli.kube import (
+    EXIT_INTERRUPTED,
     EXIT_USAGE,
+    AllNamespacesOption,
     CliError,
+    ContextOption,
+    KubeconfigOption,
     NamespaceOption,
     OutputFormat,
     OutputOption,
+    WatchOption,
     age,
     cli_errors,
     conditions_rows,
@@ -49,19 +54,20 @@ from colony.cli.kube import (
     run,
     table,
     text,
+    watch_forever,
     with_namespace,
 )
 from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, RANK_LABEL
 from colony.render.resources import gpu_request_name
 
 if TYPE_CHECKING:
+    from colony.kube.colony_clusters import ColonyClusterClients
     from colony.kube.resources import Kube
 
 POLL_S = 1.0
-EXIT_INTERRUPTED = 130
 FINISHED = ("Succeeded", "Failed")
 
-app = typer.Typer(help="Submit, watch and inspect DDPJobs.", no_args_is_help=True)
+app = typer.Typer(help="Submit, watch and inspect DDPJobs.", no_args_is_help=True, rich_markup_mode=None)
 
 
 # -- stages of a job (pure) ---------------------------------------------------------------------
@@ -278,9 +284,19 @@ def _ddpjobs(path: Path, namespace: str | None) -> list[dict[str, Any]]:
 @app.command()
 @cli_errors
 def submit(
-    file: Annotated[Path, typer.Argument(help="YAML file with one or more DDPJobs ('-': stdin).")],
+    path: Annotated[
+        Path | None, typer.Argument(metavar="FILE", help="Same as -f.", show_default=False)
+    ] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file", "-f", metavar="FILE|DIR|-", help="DDPJobs: a YAML file, a directory or - (stdin)."
+        ),
+    ] = None,
     wait: Annotated[bool, typer.Option("--wait", "-w", help="Follow the job(s) until they end.")] = False,
     namespace: NamespaceOption = None,
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
 ) -> None:
     """Create the DDPJob(s) in FILE; --wait follows them to the end.
 
@@ -288,6 +304,10 @@ def submit(
     time since submission; exit 0 when every job Succeeded, 1 when one failed, 130 on Ctrl-C (the
     jobs keep running).
     """
+    if (path is None) == (file is None):
+        raise CliError("name the DDPJobs once: -f FILE (or FILE)", EXIT_USAGE)
+    file = file or path
+    assert file is not None
     documents = _ddpjobs(file, namespace)
     names = [d["metadata"]["name"] for d in documents]
     job_namespace = documents[0]["metadata"]["namespace"]
@@ -325,8 +345,8 @@ def submit(
         raise typer.Exit(1)
 
 
-def jobs_table(jobs: Sequence[Mapping[str, Any]]) -> Table:
-    """NAME PHASE COLONY CLUSTER WORKERS RESTARTS GPU-H COST AGE."""
+def jobs_table(jobs: Sequence[Mapping[str, Any]], now: datetime | None = None) -> Table:
+    """NAME PHASE COLONY CLUSTER WORKERS RESTARTS AGE (-o wide: GPU-H and COST before AGE)."""
     columns = ("name", "phase", "colony", "cluster", "workers", "restarts", "gpu-h", "cost", "age")
     rows = []
     for job in jobs:
@@ -341,10 +361,10 @@ def jobs_table(jobs: Sequence[Mapping[str, Any]]) -> Table:
                 text(status.get("restarts")),
                 number(status.get("gpuHours")),
                 money(status.get("cost")),
-                age(job["metadata"].get("creationTimestamp")),
+                age(job["metadata"].get("creationTimestamp"), now),
             )
         )
-    return table(columns, rows)
+    return table(columns, rows, jobs, wide_only=("gpu-h", "cost"))
 
 
 def job_details(job: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -375,9 +395,18 @@ def job_details(job: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 @app.command("list")
 @cli_errors
-def list_jobs(namespace: NamespaceOption = None, output: OutputOption = OutputFormat.table) -> None:
-    """List the DDPJobs of a namespace."""
-    print_namespace_list(DDPJOB, namespace, output, jobs_table, "DDPJobs")
+def list_jobs(
+    namespace: NamespaceOption = None,
+    all_namespaces: AllNamespacesOption = False,
+    output: OutputOption = OutputFormat.table,
+    watch: WatchOption = False,
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """List the DDPJobs of a namespace (-A: of all namespaces)."""
+    print_namespace_list(
+        DDPJOB, namespace, output, jobs_table, "DDPJobs", all_namespaces=all_namespaces, watch=watch
+    )
 
 
 async def get_job(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
@@ -390,11 +419,32 @@ async def get_job(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
 
 @app.command("get")
 @cli_errors
-def get(name: str, namespace: NamespaceOption = None, output: OutputOption = OutputFormat.table) -> None:
-    """Show one DDPJob: phase, placement, workers, restarts, cost and conditions."""
+def get(
+    name: str,
+    namespace: NamespaceOption = None,
+    output: OutputOption = OutputFormat.table,
+    watch: WatchOption = False,
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
+    """Show one DDPJob: phase, placement, workers, restarts, cost and conditions.
+
+    With -w: its row (or object) again on every change.
+    """
     ns = resolve_namespace(namespace)
+    if watch:
+        watch_forever(
+            DDPJOB,
+            ns,
+            output,
+            jobs_table,
+            field_selector=f"metadata.name={name}",
+            single=True,
+            empty=str(not_found("DDPJob", name, ns, "jobs list")),
+        )
+        return
     job = run(lambda kube: get_job(kube, name, ns))
-    if output is not OutputFormat.table:
+    if output not in (OutputFormat.table, OutputFormat.wide):
         print_objects([job], output, jobs_table, single=True)
         return
     print_details(job_details(job))
@@ -407,7 +457,12 @@ def get(name: str, namespace: NamespaceOption = None, output: OutputOption = Out
 
 @app.command()
 @cli_errors
-def delete(name: str, namespace: NamespaceOption = None) -> None:
+def delete(
+    name: str,
+    namespace: NamespaceOption = None,
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
+) -> None:
     """Delete a DDPJob; the operator removes its workers (and its GPU request)."""
     ns = resolve_namespace(namespace)
 
@@ -458,25 +513,41 @@ async def _stream(kube: Kube, namespace: str, pod: str, follow: bool, prefix: st
         response.release()
 
 
+async def _cluster_client(
+    kube: Kube, clients: ColonyClusterClients, namespace: str, colony: str, cluster: str
+) -> Kube:
+    """The client of the colony cluster a job runs on, through its kubeconfig Secret (the
+    management cluster itself when the job names no colony)."""
+    from colony.cli.colonies import choose_cluster, get_colony
+    from colony.render.resources import render_colony_resource
+
+    if not colony:
+        return kube
+    rendered = render_colony_resource(await get_colony(kube, colony, namespace))
+    target = choose_cluster(colony, namespace, rendered.clusters, cluster)
+    return await clients.client(namespace, target.kubeconfig_secret, target.kubeconfig_key)
+
+
 @app.command()
 @cli_errors
 def logs(
     name: str,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming new lines.")] = False,
     rank: Annotated[
-        int | None, typer.Option("--rank", min=0, help="Only the worker of this node rank.")
+        int | None, typer.Option("--rank", metavar="N", help="Only the worker of this node rank.")
     ] = None,
     namespace: NamespaceOption = None,
+    context: ContextOption = None,
+    kubeconfig: KubeconfigOption = None,
 ) -> None:
     """Print the workers' logs (current attempt) from the cluster the job runs on.
 
     Each line is prefixed with its worker's rank unless --rank picks one worker.
     """
-    import kopf
-
-    from colony.controllers.cluster_access import cluster_client
     from colony.kube.colony_clusters import ClusterAccessError, ColonyClusterClients
 
+    if rank is not None and rank < 0:
+        raise CliError(f"--rank {rank}: ranks start at 0", EXIT_USAGE)
     ns = resolve_namespace(namespace)
 
     async def read(kube: Kube) -> None:
@@ -489,9 +560,10 @@ def logs(
             )
         clients = ColonyClusterClients(kube)
         try:
-            memo = kopf.Memo(kube=kube, colony_clients=clients)
             try:
-                target = await cluster_client(memo, ns, status.get("colony") or "", status["cluster"])
+                target = await _cluster_client(
+                    kube, clients, ns, status.get("colony") or "", status["cluster"]
+                )
             except ClusterAccessError as error:
                 raise CliError(f"cannot reach cluster {status['cluster']}: {error}") from error
             attempt = int(status.get("attempt") or 0)

@@ -12,7 +12,9 @@ import asyncio
 import functools
 import json
 import os
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -22,6 +24,7 @@ import typer
 import yaml
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:  # the client library takes 0.4 s to import: only commands that talk to a cluster do
     from colony.api.base import ResourceDefinition
@@ -35,6 +38,7 @@ PIPED_WIDTH = 200
 DEFAULT_NAMESPACE = "default"
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 class CliError(Exception):
@@ -46,27 +50,103 @@ class CliError(Exception):
 
 
 class OutputFormat(StrEnum):
-    """How list/get commands print objects."""
+    """How list/get commands print objects (kubectl's -o)."""
 
     table = "table"
+    wide = "wide"
+    name = "name"
     yaml = "yaml"
     json = "json"
+
+
+@dataclass
+class Target:
+    """The cluster the command talks to: --kubeconfig and --context (kubectl's global flags), set
+    by option callbacks wherever they are given (before or after the subcommand)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+TARGET = Target()
+
+
+def _set_context(value: str | None) -> str | None:
+    if value:
+        TARGET.context = value
+    return value
+
+
+def _set_kubeconfig(value: str | None) -> str | None:
+    if value:
+        TARGET.kubeconfig = value
+    return value
 
 
 NamespaceOption = Annotated[
     str | None,
     typer.Option(
-        "--namespace", "-n", help="Namespace; default: the kubeconfig context's namespace, else default."
+        "--namespace",
+        "-n",
+        metavar="NS",
+        help="Namespace; default: the kubeconfig context's, else default.",
     ),
 ]
-OutputOption = Annotated[OutputFormat, typer.Option("--output", "-o", help="table, yaml or json.")]
+AllNamespacesOption = Annotated[
+    bool, typer.Option("--all-namespaces", "-A", help="List across all namespaces.")
+]
+OutputOption = Annotated[
+    OutputFormat,
+    typer.Option("--output", "-o", metavar="FORMAT", help="table, wide, name, yaml or json."),
+]
+WatchOption = Annotated[
+    bool, typer.Option("--watch", "-w", help="After listing, print each change (Ctrl-C stops).")
+]
+ContextOption = Annotated[
+    str | None,
+    typer.Option(
+        "--context",
+        metavar="NAME",
+        callback=_set_context,
+        expose_value=False,
+        is_eager=True,
+        help="Kubeconfig context to use.",
+    ),
+]
+KubeconfigOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kubeconfig",
+        metavar="FILE",
+        callback=_set_kubeconfig,
+        expose_value=False,
+        is_eager=True,
+        help="Kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).",
+    ),
+]
+
+
+@dataclass
+class View:
+    """How tables are drawn in this invocation: -o wide adds the wide-only columns, -A a NAMESPACE
+    column."""
+
+    wide: bool = False
+    all_namespaces: bool = False
+
+
+VIEW = View()
+RenderTable = Callable[[Sequence[Mapping[str, Any]]], Table]
 
 
 # -- kubeconfig and namespace -----------------------------------------------------------------
 
 
 def kubeconfig_paths(environ: Mapping[str, str] | None = None) -> list[Path]:
-    """The kubeconfig files in use: those in $KUBECONFIG (':'-separated), else ~/.kube/config."""
+    """The kubeconfig files in use: --kubeconfig, else those in $KUBECONFIG (':'-separated), else
+    ~/.kube/config."""
+    if TARGET.kubeconfig and environ is None:
+        return [Path(TARGET.kubeconfig).expanduser()]
     env = os.environ if environ is None else environ
     value = env.get("KUBECONFIG", "")
     if value:
@@ -74,15 +154,18 @@ def kubeconfig_paths(environ: Mapping[str, str] | None = None) -> list[Path]:
     return [Path("~/.kube/config").expanduser()]
 
 
-def namespace_from_kubeconfigs(configs: Sequence[Mapping[str, Any]]) -> str | None:
-    """The namespace of the current context of merged kubeconfigs (first file wins, as kubectl)."""
-    current = next((c.get("current-context") for c in configs if c.get("current-context")), None)
+def namespace_from_kubeconfigs(
+    configs: Sequence[Mapping[str, Any]], context: str | None = None
+) -> str | None:
+    """The namespace of `context` (default: the current context) of merged kubeconfigs (first file
+    wins, as kubectl)."""
+    current = context or next((c.get("current-context") for c in configs if c.get("current-context")), None)
     if not current:
         return None
     for config in configs:
-        for context in config.get("contexts") or []:
-            if context.get("name") == current:
-                namespace = (context.get("context") or {}).get("namespace")
+        for entry in config.get("contexts") or []:
+            if entry.get("name") == current:
+                namespace = (entry.get("context") or {}).get("namespace")
                 return str(namespace) if namespace else None
     return None
 
@@ -90,8 +173,20 @@ def namespace_from_kubeconfigs(configs: Sequence[Mapping[str, Any]]) -> str | No
 def _existing_kubeconfigs() -> list[Path]:
     paths = [p for p in kubeconfig_paths() if p.is_file()]
     if not paths:
-        raise CliError("no kubeconfig: set KUBECONFIG or run `make dev` (it prints the export to use)")
+        raise CliError(f"no kubeconfig: pass --kubeconfig or set KUBECONFIG; {setup_hint()}")
     return paths
+
+
+def setup_hint() -> str:
+    """What to do when there is no cluster, for this context: a checkout runs `make dev`, an
+    installed CLI points at the cluster where the operator's Helm chart is installed."""
+    checkout = Path("Makefile").is_file() and Path("charts/colony-operator").is_dir()
+    if checkout:
+        return "in this checkout `make dev` starts a local cluster (it prints the export to use)"
+    return (
+        "point it at the cluster where the operator is installed "
+        "(`helm install colony-operator charts/colony-operator -n colony-system`, see the README)"
+    )
 
 
 def resolve_namespace(namespace: str | None) -> str:
@@ -106,7 +201,7 @@ def resolve_namespace(namespace: str | None) -> str:
             loaded = None
         if isinstance(loaded, dict):
             configs.append(loaded)
-    return namespace_from_kubeconfigs(configs) or DEFAULT_NAMESPACE
+    return namespace_from_kubeconfigs(configs, TARGET.context) or DEFAULT_NAMESPACE
 
 
 # -- running a command against the cluster ----------------------------------------------------
@@ -122,7 +217,9 @@ async def connect() -> Kube:
     configuration = client.Configuration()
     try:
         await config.load_kube_config(
-            config_file=os.pathsep.join(str(p) for p in paths), client_configuration=configuration
+            config_file=os.pathsep.join(str(p) for p in paths),
+            context=TARGET.context,
+            client_configuration=configuration,
         )
     except Exception as error:  # the loader raises ConfigException and plain errors alike
         raise CliError(f"kubeconfig {', '.join(map(str, paths))} is unusable: {error}") from error
@@ -148,15 +245,19 @@ def run(work: Callable[[Kube], Awaitable[T]]) -> T:
     except KubeApiError as error:
         fail(api_error_message(error))
     except (OSError, TimeoutError) as error:
-        fail(f"cannot reach the Kubernetes API server: {error} (is the cluster up? `make dev` starts one)")
+        fail(unreachable(error))
     except Exception as error:
         import aiohttp
 
         if isinstance(error, aiohttp.ClientError):
-            fail(
-                f"cannot reach the Kubernetes API server: {error} (is the cluster up? `make dev` starts one)"
-            )
+            fail(unreachable(error))
         raise
+
+
+def unreachable(error: BaseException) -> str:
+    """The one-line message for an API server that does not answer, with the next step."""
+    context = f" of context {TARGET.context}" if TARGET.context else ""
+    return f"cannot reach the Kubernetes API server{context}: {error} (is the cluster up? {setup_hint()})"
 
 
 def cli_errors(command: Callable[P, T]) -> Callable[P, T]:
@@ -194,8 +295,8 @@ async def create_objects(
 
 
 def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
-    """Print `error: message` on stderr and exit with `code` (never returns)."""
-    typer.echo(f"error: {message}", err=True)
+    """Print `error: message` on one line of stderr and exit with `code` (never returns)."""
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
     raise typer.Exit(code)
 
 
@@ -219,17 +320,39 @@ def not_found(kind: str, name: str, namespace: str, list_command: str) -> CliErr
 # -- files --------------------------------------------------------------------------------------
 
 
-def load_documents(path: Path) -> list[dict[str, Any]]:
-    """The YAML/JSON documents of a file ('-' reads stdin); CliError (usage) when unreadable."""
-    import sys
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
+
+def manifest_files(path: Path) -> list[Path]:
+    """The files `-f` names: the file itself, '-' (stdin), or a directory's .yaml/.yml/.json files
+    (sorted, not recursive, as kubectl); CliError (usage) for a directory without any."""
+    if str(path) != "-" and path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in MANIFEST_SUFFIXES)
+        if not files:
+            raise CliError(f"{path} holds no .yaml, .yml or .json files", EXIT_USAGE)
+        return files
+    return [path]
+
+
+def load_documents(path: Path) -> list[dict[str, Any]]:
+    """The YAML/JSON objects of a file, a directory's manifest files, or '-' (stdin); CliError
+    (usage) when unreadable. `List` objects are unpacked."""
+    items: list[dict[str, Any]] = []
+    for file in manifest_files(path):
+        items += _file_documents(file)
+    if not items:
+        raise CliError(f"{path} holds no objects", EXIT_USAGE)
+    return items
+
+
+def _file_documents(path: Path) -> list[dict[str, Any]]:
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text()
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except OSError as error:
         raise CliError(f"cannot read {path}: {error.strerror or error}", EXIT_USAGE) from error
     except yaml.YAMLError as error:
-        raise CliError(f"{path} is not valid YAML: {error}", EXIT_USAGE) from error
+        raise CliError(f"{path} is not valid YAML: {' '.join(str(error).split())}", EXIT_USAGE) from error
     items: list[dict[str, Any]] = []
     for document in documents:
         if not isinstance(document, dict) or "kind" not in document:
@@ -238,8 +361,6 @@ def load_documents(path: Path) -> list[dict[str, Any]]:
             items += document.get("items") or []
         else:
             items.append(document)
-    if not items:
-        raise CliError(f"{path} holds no objects", EXIT_USAGE)
     return items
 
 
@@ -268,14 +389,35 @@ def console() -> Console:
     return out if out.is_terminal else Console(width=PIPED_WIDTH)
 
 
-def table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
-    """A kubectl-like table: upper-case headers, no borders."""
+def table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    objects: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    wide_only: Sequence[str] = (),
+    shrink: Sequence[str] = ("name", "message", "endpoint"),
+) -> Table:
+    """A kubectl-like table: upper-case headers, no borders. Columns in `wide_only` show with
+    `-o wide` only; with -A, a NAMESPACE column (from `objects`, one per row) comes first. When the
+    terminal is too narrow, only the `shrink` columns give way (cut with an ellipsis, one line)."""
+    keep = [i for i, c in enumerate(columns) if VIEW.wide or c not in wide_only]
     result = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for column in columns:
-        result.add_column(column.upper(), no_wrap=True, overflow="fold")
-    for row in rows:
-        result.add_row(*row)
+    namespaces = VIEW.all_namespaces and objects is not None
+    if namespaces:
+        result.add_column("NAMESPACE", no_wrap=True)
+    for i in keep:
+        result.add_column(columns[i].upper(), no_wrap=columns[i] not in shrink, overflow="ellipsis")
+    for index, row in enumerate(rows):
+        cells = [cell(row[i]) for i in keep]
+        if namespaces and objects is not None:
+            cells.insert(0, cell(str(objects[index]["metadata"].get("namespace", ""))))
+        result.add_row(*cells)
     return result
+
+
+def cell(value: str) -> Text:
+    """A table cell that never wraps: cut with an ellipsis when its column is narrowed."""
+    return Text(value, no_wrap=True, overflow="ellipsis")
 
 
 def clean(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -293,37 +435,110 @@ def dump(data: Any, output: OutputFormat) -> str:
     return yaml.safe_dump(data, sort_keys=False).rstrip("\n")
 
 
+def object_name(obj: Mapping[str, Any]) -> str:
+    """kubectl's `-o name`: `<kind>.<group>/<name>` (`<kind>/<name>` for core kinds)."""
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    kind = str(obj.get("kind", "")).lower()
+    return f"{kind}.{group}/{obj['metadata']['name']}" if group else f"{kind}/{obj['metadata']['name']}"
+
+
 def print_objects(
     objects: Sequence[Mapping[str, Any]],
     output: OutputFormat,
-    render_table: Callable[[Sequence[Mapping[str, Any]]], Table],
+    render_table: RenderTable,
     *,
     single: bool = False,
+    header: bool = True,
 ) -> None:
-    """Print objects as a table, or as YAML/JSON (a `List` unless `single`)."""
-    if output is OutputFormat.table:
-        console().print(render_table(objects))
+    """Print objects as a table (wide: every column), names, or YAML/JSON (a `List` unless `single`)."""
+    if output in (OutputFormat.table, OutputFormat.wide):
+        VIEW.wide = output is OutputFormat.wide
+        rendered = render_table(objects)
+        rendered.show_header = header
+        console().print(rendered)
+    elif output is OutputFormat.name:
+        for obj in objects:
+            typer.echo(object_name(obj))
+    else:
+        cleaned = [clean(o) for o in objects]
+        data: Any = cleaned[0] if single else {"apiVersion": "v1", "kind": "List", "items": cleaned}
+        typer.echo(dump(data, output))
+    sys.stdout.flush()
+
+
+def print_event(obj: Mapping[str, Any], output: OutputFormat, render_table: RenderTable) -> None:
+    """One watched change: a table row without header, a name, or the object (YAML documents are
+    separated by `---`)."""
+    if output is OutputFormat.yaml:
+        typer.echo("---")
+    if output in (OutputFormat.yaml, OutputFormat.json):
+        typer.echo(dump(clean(obj), output))
+        sys.stdout.flush()
         return
-    cleaned = [clean(o) for o in objects]
-    data: Any = cleaned[0] if single else {"apiVersion": "v1", "kind": "List", "items": cleaned}
-    typer.echo(dump(data, output))
+    print_objects([obj], output, render_table, header=False)
+
+
+def watch_forever(
+    resource: ResourceDefinition,
+    namespace: str | None,
+    output: OutputFormat,
+    render_table: RenderTable,
+    *,
+    field_selector: str | None = None,
+    single: bool = False,
+    empty: str = "",
+) -> None:
+    """List (and print) the objects, then print each change as the API server's watch reports it,
+    until Ctrl-C (exit 130)."""
+    from colony.cli.watching import list_objects, watch_events
+
+    async def follow(kube: Kube) -> None:
+        objects, version = await list_objects(kube, resource, namespace, field_selector)
+        objects.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        if single and not objects:
+            raise CliError(empty)
+        if objects:
+            print_objects(objects, output, render_table, single=single)
+        elif empty:
+            typer.echo(empty, err=True)
+        async for event in watch_events(kube, resource, namespace, version, field_selector):
+            print_event(event.object, output, render_table)
+
+    try:
+        run(follow)
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def print_namespace_list(
     resource: ResourceDefinition,
     namespace: str | None,
     output: OutputFormat,
-    render_table: Callable[[Sequence[Mapping[str, Any]]], Table],
+    render_table: RenderTable,
     plural_kind: str,
+    *,
+    all_namespaces: bool = False,
+    watch: bool = False,
 ) -> None:
-    """`colony <kind> list`: the resource's objects in the namespace, by name (a table says so
-    when there are none, e.g. "no Colonies in namespace team-a")."""
-    ns = resolve_namespace(namespace)
-    objects = run(lambda kube: kube.list(resource.api_version, resource.kind, ns))
-    if not objects and output is OutputFormat.table:
-        typer.echo(f"no {plural_kind} in namespace {ns}", err=True)
+    """`colony <kind> list`: the resource's objects in the namespace (or all, -A), by name (a table
+    says so when there are none, e.g. "no Colonies in namespace team-a"); -w then prints changes."""
+    if all_namespaces and namespace:
+        raise CliError("-A and -n exclude each other: drop one of them", EXIT_USAGE)
+    VIEW.all_namespaces = all_namespaces
+    ns = None if all_namespaces else resolve_namespace(namespace)
+    where = "any namespace" if ns is None else f"namespace {ns}"
+    empty = f"no {plural_kind} in {where}" if output in (OutputFormat.table, OutputFormat.wide) else ""
+    if watch:
+        watch_forever(resource, ns, output, render_table, empty=empty)
         return
-    print_objects(sorted(objects, key=lambda o: str(o["metadata"]["name"])), output, render_table)
+    from colony.cli.watching import list_objects
+
+    objects, _ = run(lambda kube: list_objects(kube, resource, ns))
+    if not objects and empty:
+        typer.echo(empty, err=True)
+        return
+    objects.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+    print_objects(objects, output, render_table)
 
 
 def print_details(pairs: Iterable[tuple[str, str]]) -> None:

@@ -57,6 +57,37 @@ def render_document(document: dict[str, Any]) -> tuple[list[Manifest], list[str]
     )
 
 
+def gpu_name_warnings(names: list[str], known: set[str]) -> list[str]:
+    """A warning per GPU name the catalog does not know, with the closest known names (difflib)."""
+    import difflib
+
+    from colony.scheduling.offers.gpu_names import normalize_gpu
+
+    warnings = []
+    for name in names:
+        canonical = normalize_gpu(str(name))
+        if canonical in known:
+            continue
+        close = difflib.get_close_matches(canonical, sorted(known), n=3, cutoff=0.5)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        warnings.append(f"GPU type {name} is not in the offer catalog{hint}")
+    return warnings
+
+
+def known_gpu_names() -> set[str]:
+    """The canonical GPU names of the shipped offer catalog."""
+    from colony.pricing.catalog_source import load_default_catalog
+
+    return {offer.accelerator for offer in load_default_catalog()}
+
+
+def document_gpu_names(document: dict[str, Any]) -> list[str]:
+    """The GPU type names a DDPJob asks for (spec.gpuTypes)."""
+    if document.get("kind") != DDPJOB.kind:
+        return []
+    return [str(n) for n in (document.get("spec") or {}).get("gpuTypes") or []]
+
+
 def to_yaml(sections: list[tuple[dict[str, Any], list[Manifest]]]) -> str:
     """Multi-document YAML, each source object's manifests under a comment naming it."""
     parts = []
@@ -71,14 +102,21 @@ def to_yaml(sections: list[tuple[dict[str, Any], list[Manifest]]]) -> str:
 @cli_errors
 def render(
     file: Annotated[
-        Path, typer.Option("--file", "-f", help="YAML with Colonies and/or DDPJobs ('-': stdin).")
+        Path,
+        typer.Option(
+            "--file",
+            "-f",
+            metavar="FILE|DIR|-",
+            help="Colonies and/or DDPJobs: a YAML file, a directory or - (stdin).",
+        ),
     ],
-    output: Annotated[str, typer.Option("--output", "-o", help="yaml or json.")] = "yaml",
+    output: Annotated[str, typer.Option("--output", "-o", metavar="FORMAT", help="yaml or json.")] = "yaml",
     namespace: NamespaceOption = None,
 ) -> None:
-    """Print the manifests the operator would create for the Colonies and DDPJobs in FILE.
+    """Print what the operator would create for Colonies and DDPJobs.
 
-    No cluster is needed; problems such as unknown add-ons go to stderr.
+    The manifests for the Colonies and DDPJobs in FILE.
+    No cluster is needed; problems such as unknown add-ons or GPU types go to stderr.
     """
     if output not in ("yaml", "json"):
         raise CliError(f"-o {output}: use yaml or json", EXIT_USAGE)
@@ -87,6 +125,9 @@ def render(
     for document in load_documents(file):
         placed = with_namespace(document, namespace, default)
         manifests, problems = render_document(placed)
+        names = document_gpu_names(placed)
+        if names:
+            problems = [*problems, *gpu_name_warnings(names, known_gpu_names())]
         for problem in problems:
             typer.echo(f"warning: {placed['kind']} {placed['metadata']['name']}: {problem}", err=True)
         sections.append((placed, manifests))
