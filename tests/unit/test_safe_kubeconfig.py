@@ -255,3 +255,11 @@ async def test_opted_in_skip_verification_and_proxy_reach_the_client(private_tmp
         assert await api.configuration.get_api_key_with_prefix("BearerToken") == f"Bearer {SECRET}"
     finally:
         await api.close()
+
+
+def test_a_broken_pem_ca_names_the_field() -> None:
+    broken = b"-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n"
+    document = _kubeconfig(cluster={"certificate-authority-data": _b64(broken)})
+    with pytest.raises(KubeconfigError) as error:
+        ssl_context_from_memory(parse_kubeconfig(document))
+    assert error.value.field == "cluster.certificate-authority-data"

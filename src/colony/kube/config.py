@@ -17,6 +17,8 @@ from colony.kube.safe_kubeconfig import KubeconfigCredentials, KubeconfigError, 
 CONNECTIONS = 32
 """Requests a client has in flight at once (the library's default is 5 per CPU): the GPR scheduler
 admits and releases many requests concurrently, each a few sequential writes."""
+READ_BUFFER = 2**21
+"""aiohttp's read buffer, as kubernetes_asyncio sets it (watch events of large objects exceed the default)."""
 PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
 
 
@@ -61,7 +63,7 @@ async def api_client_from_kubeconfig(kubeconfig: Any, *, allow_unsafe: bool = Fa
     rest.pool_manager = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=CONNECTIONS, ssl=ssl_context),
         trust_env=any(os.environ.get(name) for name in PROXY_VARIABLES),
-        read_bufsize=unused._read_bufsize,
+        read_bufsize=READ_BUFFER,
     )
     await unused.close()
     return api
@@ -72,11 +74,12 @@ def ssl_context_from_memory(credentials: KubeconfigCredentials) -> ssl.SSLContex
 
     KubeconfigError naming the field when a certificate or key cannot be loaded.
     """
-    context = ssl.create_default_context()
-    if credentials.ca_data is not None:
-        context = ssl.create_default_context(
-            cadata=_pem_text(credentials.ca_data, "cluster.certificate-authority-data")
-        )
+    field = "cluster.certificate-authority-data"
+    cadata = None if credentials.ca_data is None else _pem_text(credentials.ca_data, field)
+    try:
+        context = ssl.create_default_context(cadata=cadata)  # the system's CAs when there is none
+    except ssl.SSLError:
+        raise KubeconfigError(field, "holds a certificate that cannot be loaded") from None
     if credentials.insecure_skip_tls_verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
