@@ -88,6 +88,7 @@ class ColonyClusterClients:
         except KubeconfigError as error:
             raise ClusterAccessError(f"{where} is invalid: {error}") from None
         kube = Kube(api)
+        self._drop(cache_key)  # one a concurrent call built meanwhile, else it would never be closed
         self._cache[cache_key] = _Cached(version, kube)
         return kube
 
