@@ -53,11 +53,11 @@ async def api_client_from_kubeconfig(kubeconfig: Any, *, allow_unsafe: bool = Fa
         basic = base64.b64encode(f"{credentials.username}:{credentials.password}".encode()).decode()
         configuration.api_key["BearerToken"] = f"Basic {basic}"
     configuration.connection_pool_maxsize = CONNECTIONS
-    api = client.ApiClient(configuration)
+    api = make_api_client(configuration)  # the operator's usual client (request bounds included)
     # The library's REST client builds its TLS context from file paths only (ssl_ca_cert, cert_file,
     # key_file: its kubeconfig loader writes inline data to temp files that nobody deletes). Its
     # session is replaced by one on the context built in memory above; the library's own session
-    # has opened no connection yet.
+    # has opened no connection yet. Only the session is replaced: wrappers of rest.request stay.
     rest = api.rest_client
     unused = rest.pool_manager
     rest.pool_manager = aiohttp.ClientSession(
