@@ -47,6 +47,14 @@ def flag(name: str, default: bool = False) -> bool:
     raise SettingsError(f"{name}={raw!r} must be true or false")
 
 
+def allow_unsafe_kubeconfigs() -> bool:
+    """COLONY_ALLOW_UNSAFE_KUBECONFIGS (default false): also accept `proxy-url` and
+    `insecure-skip-tls-verify` in colony kubeconfig Secrets. For an operator whose kubeconfig Secrets
+    only its admins write; exec/auth-provider plugins, file paths and http:// servers stay refused
+    (see colony.kube.safe_kubeconfig)."""
+    return flag("COLONY_ALLOW_UNSAFE_KUBECONFIGS")
+
+
 def placement_policy() -> PlacementPolicy:
     """COLONY_PLACEMENT_POLICY: how GPRs are placed on nodes (default `cheapest`)."""
     raw = os.environ.get("COLONY_PLACEMENT_POLICY", "cheapest")

@@ -63,3 +63,13 @@ def test_operator_exits_2_with_one_line_on_a_bad_setting(tmp_path: object) -> No
     assert result.stderr.strip() == (
         "error: COLONY_PLACEMENT_POLICY='fastest' is not one of cheapest, binpack, spread, ordered"
     )
+
+
+def test_unsafe_kubeconfigs_are_off_unless_explicitly_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLONY_ALLOW_UNSAFE_KUBECONFIGS", raising=False)
+    assert settings.allow_unsafe_kubeconfigs() is False
+    monkeypatch.setenv("COLONY_ALLOW_UNSAFE_KUBECONFIGS", "true")
+    assert settings.allow_unsafe_kubeconfigs() is True
+    monkeypatch.setenv("COLONY_ALLOW_UNSAFE_KUBECONFIGS", "sure")
+    with pytest.raises(settings.SettingsError, match="COLONY_ALLOW_UNSAFE_KUBECONFIGS"):
+        settings.allow_unsafe_kubeconfigs()

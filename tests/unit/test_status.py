@@ -118,6 +118,16 @@ def test_existing_cluster_unreachable_and_per_cluster_problems() -> None:
     )
 
 
+def test_a_refused_kubeconfig_makes_the_cluster_unreachable_naming_the_field() -> None:
+    message = "kubeconfig in Secret ns/kc cannot be used: user.exec is refused: exec plugins run a command"
+    for cluster in (_capi("a", None), RenderedCluster("a", "existing", None, (), "kc")):
+        obj = _cluster_obj("Provisioned") if cluster.capi_cluster_name else None
+        status = _status([cluster], {"a": ClusterObservation(obj, None, message, "user.exec")})
+        assert (status["phase"], status["clusters"][0]["phase"]) == ("Degraded", "Unreachable")
+        condition = _condition(status, "ClustersReady")
+        assert condition["reason"] == "KubeconfigRefused" and "user.exec" in condition["message"]
+
+
 def test_hosted_ports_and_endpoint_are_reported() -> None:
     cluster = _capi("a", None, hosted_ports=HostedControlPlanePorts(30100, 30200))
     obj = _cluster_obj("Provisioned") | {

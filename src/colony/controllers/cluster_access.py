@@ -39,3 +39,14 @@ async def cluster_client(
         namespace, target.kubeconfig_secret, target.kubeconfig_key
     )
     return client
+
+
+def kubeconfig_secrets(body: Mapping[str, Any]) -> list[str]:
+    """The kubeconfig Secrets of a colony's clusters (none when its spec cannot be rendered)."""
+    meta = body.get("metadata") or {}
+    try:
+        spec = ColonySpec.model_validate(body.get("spec") or {})
+        rendered = render_colony(ColonyRef(meta["name"], meta["namespace"], meta.get("uid", "")), spec, {})
+    except (ValueError, KeyError):
+        return []
+    return [c.kubeconfig_secret for c in rendered.clusters]

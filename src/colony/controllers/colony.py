@@ -19,6 +19,7 @@ from colony import events, metrics, settings
 from colony.api import COLONY
 from colony.api.colony import ColonySpec
 from colony.controllers.acceptance import accept_spec
+from colony.controllers.cluster_access import kubeconfig_secrets
 from colony.controllers.colony_children import (
     CAPI_CLUSTER,
     HELM_RELEASE_PROXY,
@@ -42,6 +43,8 @@ STATUS_REFRESH_S = 5.0
 # How often a colony's accrued cost is brought forward in status while its price is unchanged.
 COST_REFRESH_S = settings.positive_seconds("COLONY_COST_REFRESH_SECONDS", 60.0)
 DELETE_RECHECK_S = 3.0
+# Whether colony kubeconfigs may also use proxy-url and insecure-skip-tls-verify (kube.safe_kubeconfig).
+ALLOW_UNSAFE_KUBECONFIGS = settings.allow_unsafe_kubeconfigs()
 
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
@@ -50,7 +53,7 @@ Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 async def connect(memo: kopf.Memo, **_: Any) -> None:
     """One management-cluster client and one colony-client cache for the operator's life."""
     memo.kube = Kube(await default_api_client())
-    memo.colony_clients = ColonyClusterClients(memo.kube)
+    memo.colony_clients = ColonyClusterClients(memo.kube, allow_unsafe=ALLOW_UNSAFE_KUBECONFIGS)
     memo.catalog = await load_operator_catalog(memo.kube)
 
 
@@ -95,15 +98,15 @@ async def _observe(
         provisioned = cluster.capi_cluster_name is None or (
             capi_cluster is not None and (capi_cluster.get("status") or {}).get("phase") == "Provisioned"
         )
-        inventory, error = None, None
+        inventory, error, refused = None, None, None
         if provisioned:
             try:
                 inventory = await clients.inventory(
                     namespace, cluster.kubeconfig_secret, cluster.kubeconfig_key
                 )
             except ClusterAccessError as access:
-                error = str(access)
-        observations[cluster.cluster_name] = ClusterObservation(capi_cluster, inventory, error)
+                error, refused = str(access), access.refused_field
+        observations[cluster.cluster_name] = ClusterObservation(capi_cluster, inventory, error, refused)
     return observations, await _observe_addons(kube, namespace, rendered)
 
 
@@ -266,5 +269,6 @@ async def delete_colony(
             f"waiting for {len(remaining)} object(s) to be deleted", delay=DELETE_RECHECK_S
         )
     logger.info("every object of the colony is gone")
+    memo.colony_clients.forget(meta["namespace"], kubeconfig_secrets(body))
     events.post(body, "ColonyDeleted", "every object of the colony is gone")
     metrics.forget_colony(meta["namespace"], meta["name"])

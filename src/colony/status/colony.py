@@ -30,6 +30,8 @@ class ClusterObservation:
     """Nodes and GPUs read from the cluster's API server, when it answered."""
     access_error: str | None = None
     """Why the cluster's API server could not be read (missing Secret, bad kubeconfig, ...)."""
+    refused_field: str | None = None
+    """The kubeconfig field the operator refused to use (exec, tokenFile, ...), when that is why."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,11 @@ def _cluster_phase(rendered: RenderedCluster, observed: ClusterObservation) -> t
             return "Pending", "Cluster API has not started provisioning the cluster yet"
         if capi_phase != "Provisioned":
             return "Provisioning", f"Cluster API phase is {capi_phase}"
+        if observed.inventory is None and observed.refused_field is not None:
+            return (
+                "Unreachable",
+                observed.access_error or f"kubeconfig field {observed.refused_field} refused",
+            )
         if observed.inventory is None:
             return "Provisioning", f"waiting for the cluster's API server: {observed.access_error}"
         return "Ready", f"{observed.inventory.ready_nodes} node(s) ready"
@@ -146,7 +153,11 @@ def colony_status(
     conditions = list(previous_conditions or [])
     if broken:
         names = ", ".join(f"{c['name']} ({c['phase']}: {c['message']})" for c in broken)
-        conditions = condition(conditions, "ClustersReady", False, "ClusterFailed", names)
+        refused = any(
+            observations.get(c["name"], ClusterObservation()).refused_field is not None for c in broken
+        )
+        reason = "KubeconfigRefused" if refused else "ClusterFailed"
+        conditions = condition(conditions, "ClustersReady", False, reason, names)
     elif clusters and len(ready) == len(clusters):
         conditions = condition(
             conditions, "ClustersReady", True, "AllClustersReady", f"{len(ready)} cluster(s) ready"
