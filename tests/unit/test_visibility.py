@@ -48,8 +48,10 @@ def test_namespace_selector_matches_labels_and_an_empty_one_matches_every_namesp
     assert visible("ops/gpus", "team", rules)
     assert not visible("ops/gpus", "lab", rules)
     assert not visible("ops/gpus", "unknown", rules)  # labels not read: no selector matches it
-    everyone = visibility([_share("s", "ops/gpus", namespaceSelector={})], labels)
+    everyone = visibility([_share("s", "ops/gpus", namespaceSelector={})])
+    assert not everyone.needs_namespace_labels
     assert visible("ops/gpus", "lab", everyone) and visible("ops/gpus", "team", everyone)
+    assert not visible("ops/other", "team", everyone)
     assert not visibility([_share("s", "ops/gpus", ["team"])]).needs_namespace_labels
 
 

@@ -30,9 +30,9 @@ class Grant:
         """Whether the grant names `namespace` (listed, or its `labels` match the selector)."""
         if namespace in self.namespaces:
             return True
-        if self.selector is None or labels is None:
+        if self.selector is None:
             return False
-        return all(labels.get(k) == v for k, v in self.selector.items())
+        return all((labels or {}).get(k) == v for k, v in self.selector.items())
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,8 @@ class Visibility:
 
     @property
     def needs_namespace_labels(self) -> bool:
-        """Whether any grant selects namespaces by label."""
-        return any(g.selector is not None for grants in self.grants.values() for g in grants)
+        """Whether any grant selects namespaces by label (an empty selector needs none)."""
+        return any(g.selector for grants in self.grants.values() for g in grants)
 
 
 NOBODY_ELSE = Visibility()
