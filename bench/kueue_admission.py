@@ -240,17 +240,19 @@ def pool_manifests(kubeconfig: str) -> list[dict[str, Any]]:
         {
             "apiVersion": "infra.exalsius.ai/v1",
             "kind": "Colony",
-            "metadata": {
-                "name": "pool",
-                "namespace": POOL_NAMESPACE,
-                "labels": {"colony.exalsius.ai/shared": "true"},
-            },
+            "metadata": {"name": "pool", "namespace": POOL_NAMESPACE},
             "spec": {
                 "k8sVersion": pinned("KUBERNETES_VERSION"),
                 "colonyClusters": [
                     {"clusterName": "pool", "existing": {"kubeconfigSecretRef": {"name": "pool-kubeconfig"}}}
                 ],
             },
+        },
+        {  # the admin shares it with every namespace (an empty selector selects all)
+            "apiVersion": "infra.exalsius.ai/v1",
+            "kind": "ColonyShare",
+            "metadata": {"name": "pool"},
+            "spec": {"colony": {"namespace": POOL_NAMESPACE, "name": "pool"}, "namespaceSelector": {}},
         },
     ]
 

@@ -35,12 +35,9 @@ def gpr_cluster(tools: Tools) -> Iterator[LocalCluster]:
         cluster.stop()
 
 
-def _colony(management: LocalCluster, cluster: LocalCluster, namespace: str, shared: bool = False) -> None:
+def _colony(management: LocalCluster, cluster: LocalCluster, namespace: str) -> None:
     _kubeconfig_secret(management, namespace, "gpu-kubeconfig", cluster.kubeconfig())
-    colony = _existing_colony("pool", "gpu-kubeconfig")
-    if shared:
-        colony["metadata"]["labels"] = {"colony.exalsius.ai/shared": "true"}
-    _apply(management, namespace, colony)
+    _apply(management, namespace, _existing_colony("pool", "gpu-kubeconfig"))
     eventually(lambda: _phase_is(management, namespace, "pool", "Ready"), 30)
 
 
@@ -195,8 +192,20 @@ def test_quota_borrowing_and_reclaim_between_two_teams(
     management.apply(queues)
     cleanup += [("gpr", "--all", "-n", namespace), ("gpr", "--all", "-n", team_b)]
     cleanup += [("gpuqueue", q["metadata"]["name"]) for q in queues]
-    cleanup += [("colony", "pool", "-n", namespace)]  # shared: it would take other tests' requests
-    _colony(management, gpr_cluster, namespace, shared=True)
+    share = f"pool-{namespace}"
+    cleanup += [("colonyshare", share), ("colony", "pool", "-n", namespace)]
+    _colony(management, gpr_cluster, namespace)
+    # The admin shares team A's colony with team B (test_colony_share: a label would not).
+    management.apply(
+        [
+            {
+                "apiVersion": "infra.exalsius.ai/v1",
+                "kind": "ColonyShare",
+                "metadata": {"name": share},
+                "spec": {"colony": {"namespace": namespace, "name": "pool"}, "namespaces": [team_b]},
+            }
+        ]
+    )
 
     # Team A uses its 8 and borrows team B's idle 8.
     _apply(management, namespace, _gpr("a-big", "A100-80GB", 2, 8, enableEviction=True))

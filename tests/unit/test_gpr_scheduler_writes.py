@@ -41,6 +41,7 @@ from colony.scheduling.queueing.model import (
     Preempt,
 )
 from colony.scheduling.queueing.objects import gpu_nodes, reservation_label
+from colony.scheduling.visibility import visibility
 
 
 def _gpr(name: str, version: int = 1, **status: Any) -> dict[str, Any]:
@@ -310,17 +311,25 @@ async def _applied(memo: kopf.Memo, world: World, by_key: dict[str, Any], decisi
 
 def test_candidate_colonies_are_narrowed_to_the_listed_ones_and_queue_name_is_honoured() -> None:
     """spec.colonies restricts the own/shared colonies (a plain name is in the request's namespace);
-    spec.queueName is the queue when that GPUQueue lists the namespace, else the request waits."""
+    spec.queueName is the queue when that GPUQueue lists the namespace, else the request waits. A
+    colony of another namespace is a candidate only through a ColonyShare, never through its label."""
     colonies = {
         "team/a": {"metadata": {"name": "a", "namespace": "team"}},
         "team/b": {"metadata": {"name": "b", "namespace": "team"}},
-        "ops/c": {
-            "metadata": {"name": "c", "namespace": "ops", "labels": {"colony.exalsius.ai/shared": "true"}}
+        "ops/c": {"metadata": {"name": "c", "namespace": "ops"}},
+        "evil/d": {
+            "metadata": {"name": "d", "namespace": "evil", "labels": {"colony.exalsius.ai/shared": "true"}}
         },
+    }
+    share = {
+        "metadata": {"name": "ops-c"},
+        "spec": {"colony": {"namespace": "ops", "name": "c"}, "namespaces": ["team"]},
     }
     queues = [{"metadata": {"name": "gold"}, "spec": {"namespaces": ["team"]}}]
     world = World(0.0, [], queues, colonies, colonies)
     gpr = {"metadata": {"name": "r", "namespace": "team"}, "spec": {}}
+    assert gpr_scheduler._candidate_colonies(world, gpr) == {"team/a", "team/b"}
+    world = World(0.0, [], queues, colonies, colonies, visibility([share]))
     assert gpr_scheduler._candidate_colonies(world, gpr) == {"team/a", "team/b", "ops/c"}
     gpr["spec"]["colonies"] = ["b", "ops/c", "elsewhere/x"]
     assert gpr_scheduler._candidate_colonies(world, gpr) == {"team/b", "ops/c"}

@@ -27,6 +27,7 @@ from colony.placement.names import (
 )
 from colony.placement.requests import RequestPlan, Shape, Workload, plan_requests, sum_shapes
 from colony.placement.selection import Policy, Selection, parse_policies, select
+from colony.scheduling.visibility import NOBODY_ELSE, visibility
 
 RESOURCE = "pytorchjobs.kubeflow.org"
 
@@ -96,23 +97,36 @@ def test_candidates_exclude_colonies_lacking_the_crd_with_the_add_on_to_enable()
         "team/big": _view("team/big"),
         "team/down": _view("team/down", ready=False),
         "other/private": _view("other/private"),
-        "ops/shared": _view("ops/shared", **{"colony.exalsius.ai/shared": "true"}),
+        "ops/shared": _view("ops/shared"),
+        "evil/labelled": _view("evil/labelled", **{"colony.exalsius.ai/shared": "true"}),
     }
-    found = candidates("team", LABELLED, RESOURCE, "kubeflow-training", colonies)
+    shared = visibility(
+        [
+            {
+                "metadata": {"name": "s"},
+                "spec": {"colony": {"namespace": "ops", "name": "shared"}, "namespaces": ["team"]},
+            }
+        ]
+    )
+    assert candidates("team", LABELLED, RESOURCE, None, colonies, NOBODY_ELSE).allowed == ("team/big",)
+    found = candidates("team", LABELLED, RESOURCE, "kubeflow-training", colonies, shared)
     assert found.allowed == ("ops/shared", "team/big") and not found.ordered
     assert found.excluded == (
         "colony team/cheap lacks pytorchjobs.kubeflow.org: enable add-on kubeflow-training",
         "colony team/down is not Ready",
     )
     ordered = Selection("p", PlacementPolicySpec(ordered_colonies=["big", "ops/shared", "cheap", "gone"]))
-    found = candidates("team", ordered, RESOURCE, None, colonies)
+    found = candidates("team", ordered, RESOURCE, None, colonies, shared)
     assert found.allowed == ("team/big", "ops/shared") and found.ordered
+    hostile = Selection("p", PlacementPolicySpec(ordered_colonies=["evil/labelled"]))
+    refused = candidates("team", hostile, RESOURCE, None, colonies, shared)
+    assert refused.allowed == () and "nor shared with it by a ColonyShare" in refused.summary()
     assert "install the pytorchjobs.kubeflow.org CRD" in found.summary()
     assert "colony team/gone does not exist" in found.summary()
     selector = Selection(
         "p", PlacementPolicySpec.model_validate({"colonySelector": {"matchLabels": {"x": "1"}}})
     )
-    assert candidates("team", selector, RESOURCE, None, colonies).allowed == ()
+    assert candidates("team", selector, RESOURCE, None, colonies, shared).allowed == ()
 
 
 def test_colony_view_takes_the_first_ready_cluster() -> None:

@@ -21,6 +21,11 @@ RBAC rules of the operator (see rbac.yaml). Every entry names what uses it; the 
 - apiGroups: [infra.exalsius.ai]
   resources: [gpuqueues/status]
   verbs: [patch]
+# ColonyShares (cluster-scoped, created by the admin only) say which namespaces may use a colony of
+# another namespace: listed by the GPR scheduler and by placement every pass.
+- apiGroups: [infra.exalsius.ai]
+  resources: [colonyshares]
+  verbs: [list]
 # Placement: WorkloadDefinitions and PlacementPolicies are read every pass; whether each definition
 # was accepted, and each policy's counts, are written to their status.
 - apiGroups: [infra.exalsius.ai]

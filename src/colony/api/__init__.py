@@ -2,6 +2,7 @@
 
 from colony.api.base import ResourceDefinition
 from colony.api.colony import COLONY
+from colony.api.colonyshare import COLONY_SHARE
 from colony.api.ddpjob import DDPJOB
 from colony.api.gpr import GPR
 from colony.api.gpuqueue import GPUQUEUE
@@ -15,10 +16,12 @@ RESOURCES: tuple[ResourceDefinition, ...] = (
     GPUQUEUE,
     WORKLOAD_DEFINITION,
     PLACEMENT_POLICY,
+    COLONY_SHARE,
 )
 
 __all__ = [
     "COLONY",
+    "COLONY_SHARE",
     "DDPJOB",
     "GPR",
     "GPUQUEUE",

@@ -69,7 +69,8 @@ class GPRSpec(ApiModel):
         default=None,
         max_length=64,
         description="Only place on these colonies: `name` (in the request's namespace) or `namespace/name` "
-        "(a shared colony); empty: on none. The placement controller sets it for framework workloads "
+        "(a colony an admin shared with the namespace by a ColonyShare); empty: on none. The placement "
+        "controller sets it for framework workloads "
         "(only colonies serving the framework's CRD).",
     )
     fill_and_spill: bool = Field(

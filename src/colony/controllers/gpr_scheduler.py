@@ -34,6 +34,7 @@ from colony import events, metrics, settings
 from colony.api import COLONY, GPR, GPUQUEUE
 from colony.api.gpr import GPRSpec
 from colony.controllers.cluster_access import cluster_client
+from colony.controllers.colony_shares import read_visibility
 from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.informer import Informer
@@ -69,11 +70,11 @@ from colony.scheduling.queueing.objects import (
     running_request,
     timestamp,
 )
+from colony.scheduling.visibility import NOBODY_ELSE, Visibility, visible
 from colony.status.cost import format_time, job_usage, price_per_gpu_hour
 from colony.versions import pinned
 
 PASS_INTERVAL_S = settings.positive_seconds("COLONY_SCHEDULE_INTERVAL_SECONDS", 1.0)
-SHARED_COLONY_LABEL = "colony.exalsius.ai/shared"
 FOR_GPR_LABEL = "colony.exalsius.ai/for-gpr"
 REQUIRE_QUEUE = settings.flag("COLONY_REQUIRE_QUEUE")
 PLACEMENT_POLICY = settings.placement_policy()
@@ -121,6 +122,8 @@ class World:
     colonies: dict[str, dict[str, Any]]
     """Ready colonies by key `namespace/name`."""
     all_colonies: dict[str, dict[str, Any]]
+    visibility: Visibility = NOBODY_ELSE
+    """Which colonies each namespace may use (its own; others through ColonyShares)."""
     clusters: dict[tuple[str, str], ClusterView] = field(default_factory=dict)
     reads: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = field(default_factory=dict)
     """Nodes and pods by API server URL (one read per physical cluster per pass)."""
@@ -275,8 +278,8 @@ async def _loop(memo: kopf.Memo) -> None:
 async def _read(memo: kopf.Memo) -> World:
     """GPRs, GPUQueues and Colonies (from the informers, else listed at once), then the colony
     clusters in play."""
-    all_gprs, queues, all_colonies = await asyncio.gather(
-        _list(memo, "gpr"), _list(memo, "queue"), _list(memo, "colony")
+    all_gprs, queues, all_colonies, shares = await asyncio.gather(
+        _list(memo, "gpr"), _list(memo, "queue"), _list(memo, "colony"), read_visibility(memo.kube)
     )
     gprs = [g for g in all_gprs if _watched(memo, g["metadata"]["namespace"])]
     colonies = {_key(c): c for c in all_colonies if _watched(memo, c["metadata"]["namespace"])}
@@ -285,7 +288,7 @@ async def _read(memo: kopf.Memo) -> World:
         for k, c in colonies.items()
         if (c.get("status") or {}).get("phase") == "Ready" and not c["metadata"].get("deletionTimestamp")
     }
-    world = World(time.time(), gprs, queues, ready, colonies)
+    world = World(time.time(), gprs, queues, ready, colonies, shares)
     for key in sorted(_colonies_in_play(world)):
         await _read_colony(memo, world, key)
     return world
@@ -369,8 +372,9 @@ def _valid(gpr: Mapping[str, Any]) -> bool:
 
 
 def _candidate_colonies(world: World, gpr: Mapping[str, Any]) -> frozenset[str]:
-    """The GPR's own namespace's colonies and shared ones, matching its colonySelector and among its
-    `colonies` when it lists them; only its provisioned colony once it has one."""
+    """The GPR's own namespace's colonies and those shared with it (ColonyShare), matching its
+    colonySelector and among its `colonies` when it lists them; only its provisioned colony once it
+    has one."""
     namespace = gpr["metadata"]["namespace"]
     provisioned = (gpr.get("status") or {}).get("provisionedColony")
     if provisioned:
@@ -391,8 +395,7 @@ def _matching_colonies(
         if listed is not None and key not in listed:
             continue
         labels = colony["metadata"].get("labels") or {}
-        own = colony["metadata"]["namespace"] == namespace or labels.get(SHARED_COLONY_LABEL) == "true"
-        if own and all(labels.get(k) == v for k, v in selector.items()):
+        if visible(key, namespace, world.visibility) and all(labels.get(k) == v for k, v in selector.items()):
             chosen.add(key)
     return frozenset(chosen)
 

@@ -32,6 +32,7 @@ from colony import events, metrics, settings
 from colony.api import COLONY, GPR
 from colony.api.placementpolicy import PLACEMENT_POLICY
 from colony.api.workloaddefinition import WORKLOAD_DEFINITION
+from colony.controllers.colony_shares import read_visibility
 from colony.controllers.placement_clusters import (
     ColonyAccess,
     CopyConflict,
@@ -46,7 +47,7 @@ from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.resources import Conflict, Kube, KubeApiError, NotFound
 from colony.placement import decide as actions
 from colony.placement import duplicate
-from colony.placement.candidates import Candidates, ColonyView, candidates, colony_view, visible
+from colony.placement.candidates import Candidates, ColonyView, candidates, colony_view
 from colony.placement.names import (
     CLUSTER_ANNOTATION,
     COLONY_ANNOTATION,
@@ -64,6 +65,7 @@ from colony.placement.selection import (
     parse_policies,
     select,
 )
+from colony.scheduling.visibility import NOBODY_ELSE, Visibility, visible
 from colony.status.cost import format_time
 from colony.workloads.definition import DefinitionError, DefinitionRegistry, WorkloadDefinition
 from colony.workloads.demand import DemandError, compute_demand
@@ -177,6 +179,8 @@ class Pass:
     colonies: dict[str, dict[str, Any]] = field(default_factory=dict)
     access: dict[str, ColonyAccess] = field(default_factory=dict)
     views: dict[str, ColonyView] = field(default_factory=dict)
+    visibility: Visibility = NOBODY_ELSE
+    """Which colonies each namespace may use (its own; others through ColonyShares)."""
     gprs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     copies: dict[tuple[str, str, str], dict[str, dict[str, Any]] | None] = field(default_factory=dict)
     """(colony, cluster, apiVersion/kind) -> copies by original uid; None: unreadable."""
@@ -208,7 +212,7 @@ async def _read_colonies(memo: kopf.Memo, world: Pass, namespaces: set[str], pla
         key = f"{meta['namespace']}/{meta['name']}"
         world.colonies[key] = colony
         view = colony_view(colony, {})
-        if view.ready and any(visible(view, n) for n in namespaces):
+        if view.ready and any(visible(key, n, world.visibility) for n in namespaces):
             world.access[key] = await open_colony(memo, colony)
         elif key in placed_on:
             world.access[key] = await open_colony(memo, colony, only_ready=False)
@@ -312,6 +316,7 @@ async def _place(
         if (colony := (obj["metadata"].get("annotations") or {}).get(COLONY_ANNOTATION))
     }
     placed_on |= {colony for _, obj, _ in chosen for colony in _duplicated_on(obj)}
+    world.visibility = await read_visibility(memo.kube)
     await _read_colonies(memo, world, {obj["metadata"]["namespace"] for _, obj, _ in chosen}, placed_on)
     definitions = {d.name: d for d, _, _ in chosen}
     await _colony_views(world, discovery, definitions.values())
@@ -327,7 +332,7 @@ async def _place(
             dropped.append((definition, w))
             continue
         shape, error = _shape(definition, obj)
-        found = candidates(namespace, selection, resource, definition.addon, world.views)
+        found = candidates(namespace, selection, resource, definition.addon, world.views, world.visibility)
         selected.append((definition, Workload(obj, selection, found, shape, error)))
     await _read_copies(world, selected + dropped)
     plans = plan_requests([w for _, w in selected if not duplicate.is_duplicate(w.selection)], world.gprs)

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from colony.placement.selection import Selection, matches
-
-SHARED_COLONY_LABEL = "colony.exalsius.ai/shared"
+from colony.scheduling.visibility import Visibility, visible
 
 
 @dataclass(frozen=True)
@@ -50,11 +49,6 @@ def colony_view(colony: Mapping[str, Any], serving: Mapping[str, str | None]) ->
     )
 
 
-def visible(colony: ColonyView, namespace: str) -> bool:
-    """Whether objects of `namespace` may use the colony: its own namespace's, or a shared one."""
-    return colony.key.split("/", 1)[0] == namespace or colony.labels.get(SHARED_COLONY_LABEL) == "true"
-
-
 def _key(name: str, namespace: str) -> str:
     return name if "/" in name else f"{namespace}/{name}"
 
@@ -73,9 +67,11 @@ def candidates(
     resource: str,
     addon: str | None,
     colonies: Mapping[str, ColonyView],
+    visibility: Visibility,
 ) -> Candidates:
-    """The colonies an object of `namespace` may go to: visible, Ready, selected by the policy
-    (colonySelector, orderedColonies) and serving `resource` (`plural.group`)."""
+    """The colonies an object of `namespace` may go to: visible (its namespace's, or shared with it
+    by a ColonyShare: colony.scheduling.visibility), Ready, selected by the policy (colonySelector,
+    orderedColonies) and serving `resource` (`plural.group`)."""
     spec = selection.spec
     ordered = [_key(n, namespace) for n in spec.ordered_colonies]
     names = list(dict.fromkeys(ordered)) if ordered else sorted(colonies)
@@ -86,9 +82,11 @@ def candidates(
         if colony is None:
             excluded.append(f"colony {key} does not exist")
             continue
-        if not visible(colony, namespace):
+        if not visible(key, namespace, visibility):
             if ordered:
-                excluded.append(f"colony {key} is neither in namespace {namespace} nor shared")
+                excluded.append(
+                    f"colony {key} is neither in namespace {namespace} nor shared with it by a ColonyShare"
+                )
             continue
         if not matches(spec.colony_selector, colony.labels):
             continue
