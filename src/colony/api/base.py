@@ -42,7 +42,7 @@ GPU_TYPE_PATTERN = r"^(\*|[A-Za-z0-9][A-Za-z0-9_. -]*)$"
 
 MAX_NAME = 253
 MAX_LABEL = 63
-MAX_COLONY_REFERENCE = MAX_LABEL + 1 + MAX_LABEL
+MAX_COLONY_REFERENCE = MAX_LABEL + 1 + MAX_NAME
 
 
 def object_name(description: str, *, max_length: int = MAX_NAME) -> Any:
