@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -23,6 +23,32 @@ class ApiModel(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         """Serialise with camelCase keys, leaving out unset optional fields."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""An object name (RFC 1123 subdomain, at most 253 characters): what a request path may carry."""
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""A namespace, or a name that becomes a label value or the prefix of other names (<= 63)."""
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+"""A label value (at most 63 characters, may be empty)."""
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+"""A key of a Secret's data (at most 253 characters)."""
+COLONY_REFERENCE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+"""A colony named `name` (same namespace) or `namespace/name`."""
+GPU_TYPE_PATTERN = r"^(\*|[A-Za-z0-9][A-Za-z0-9_. -]*)$"
+"""One GPU type (no comma: a list is a list, not one string); `*` stands for every type."""
+
+MAX_NAME = 253
+MAX_LABEL = 63
+MAX_COLONY_REFERENCE = MAX_LABEL + 1 + MAX_NAME
+
+
+def object_name(description: str, *, max_length: int = MAX_NAME) -> Any:
+    """A required field naming an object: a DNS subdomain (a DNS label when `max_length` <= 63)."""
+    pattern = DNS_LABEL_PATTERN if max_length <= MAX_LABEL else DNS_SUBDOMAIN_PATTERN
+    return Field(min_length=1, max_length=max_length, pattern=pattern, description=description)
 
 
 def cel_rules(*rules: tuple[str, str]) -> JsonDict:
@@ -54,21 +80,53 @@ class Condition(ApiModel):
 class LocalObjectReference(ApiModel):
     """A reference to an object by name in the same namespace."""
 
-    name: str = Field(min_length=1, description="Name of the referenced object.")
+    name: str = object_name("Name of the referenced object, in the referrer's namespace.")
 
 
 class SecretKeyReference(ApiModel):
-    """A reference to one key of a Secret in the same namespace."""
+    """A reference to one key of a Secret in the same namespace (there is no namespace field: a
+    tenant's object never names another namespace's Secret)."""
 
-    name: str = Field(min_length=1, description="Name of the Secret.")
-    key: str = Field(default="value", min_length=1, description="Key inside the Secret's data.")
+    name: str = object_name("Name of the Secret, in the referrer's namespace (a DNS subdomain).")
+    key: str = Field(
+        default="value",
+        min_length=1,
+        max_length=MAX_NAME,
+        pattern=SECRET_KEY_PATTERN,
+        description="Key inside the Secret's data.",
+    )
+
+
+LabelValue = Annotated[str, Field(max_length=MAX_LABEL, pattern=LABEL_VALUE_PATTERN)]
+"""A label value, e.g. of a selector's matchLabels."""
+GpuType = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_LABEL,
+        pattern=GPU_TYPE_PATTERN,
+        description='One GPU type, e.g. H100 or A100-80GB; "*" accepts every type.',
+    ),
+]
+"""One GPU type (as in the nvidia.com/gpu.product node label), never a comma-separated list."""
+ColonyReference = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_COLONY_REFERENCE,
+        pattern=COLONY_REFERENCE_PATTERN,
+        description="`name` (a colony in the same namespace) or `namespace/name`.",
+    ),
+]
+"""A colony named by `name` or `namespace/name`."""
 
 
 class LabelSelector(ApiModel):
     """A label query over objects (the matchLabels subset of metav1.LabelSelector)."""
 
-    match_labels: dict[str, str] = Field(
-        default_factory=dict, description="Labels an object must carry, all of them, to be selected."
+    match_labels: dict[str, LabelValue] = Field(
+        default_factory=dict,
+        description="Labels an object must carry, all of them, to be selected (values are label values).",
     )
 
 

@@ -8,6 +8,9 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from colony.api.base import (
+    DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
+    MAX_LABEL,
     ApiModel,
     LabelSelector,
     PrinterColumn,
@@ -18,7 +21,6 @@ from colony.api.base import (
 )
 
 K8S_VERSION_PATTERN = r"^v1\.[0-9]+\.[0-9]+$"
-DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
 class DockerClusterSpec(ApiModel):
@@ -136,7 +138,13 @@ class ColonyCluster(ApiModel):
 class WorkloadDependency(ApiModel):
     """A dependency from the operator's built-in add-on catalog, selected by name."""
 
-    name: str = Field(min_length=1, description="Catalog name, e.g. volcano-sh or nvidia-operator.")
+    name: str = Field(
+        min_length=1,
+        max_length=MAX_LABEL,
+        pattern=DNS_LABEL_PATTERN,
+        description="Catalog name, e.g. volcano-sh or nvidia-operator (a DNS label: it names the add-on's "
+        "objects and labels).",
+    )
 
 
 class HelmChartProxySpec(ApiModel):
@@ -152,8 +160,20 @@ class HelmChartProxySpec(ApiModel):
     )
     chart_name: str = Field(min_length=1, description="Name of the chart in the repository.")
     version: str | None = Field(default=None, description="Chart version; pin it for reproducibility.")
-    release_name: str | None = Field(default=None, description="Name of the Helm release.")
-    namespace: str | None = Field(default=None, description="Namespace to install the release into.")
+    release_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=53,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="Name of the Helm release (Helm's rule: a DNS subdomain of at most 53 characters).",
+    )
+    namespace: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_LABEL,
+        pattern=DNS_LABEL_PATTERN,
+        description="Namespace to install the release into (a DNS label).",
+    )
     values_template: str | None = Field(default=None, description="Go template rendered into values.")
     options: dict[str, Any] | None = Field(
         default=None,

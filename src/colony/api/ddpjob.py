@@ -8,7 +8,12 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field
 
 from colony.api.base import (
+    DNS_SUBDOMAIN_PATTERN,
+    MAX_LABEL,
+    MAX_NAME,
     ApiModel,
+    GpuType,
+    LabelValue,
     PrinterColumn,
     ResourceDefinition,
     ResourceStatus,
@@ -24,8 +29,15 @@ _SPEC_RULES = cel_rules(
 )
 
 
+_ENV_RULES = cel_rules(
+    ("!(has(self.value) && has(self.valueFrom))", "set either value or valueFrom, not both"),
+)
+
+
 class EnvVar(ApiModel):
     """An environment variable of the workers (as in a container spec)."""
+
+    model_config = ConfigDict(json_schema_extra=_ENV_RULES)
 
     name: str = Field(min_length=1, description="Name of the variable.")
     value: str | None = Field(default=None, description="Literal value.")
@@ -66,9 +78,11 @@ class DDPJobSpec(ApiModel):
 
     target_colony: str | None = Field(
         default=None,
-        description="Colony (same namespace) to run on; empty runs on the management cluster.",
+        max_length=MAX_LABEL,
+        pattern=r"^$|" + DNS_SUBDOMAIN_PATTERN,
+        description="Colony (same namespace, by name) to run on; empty runs on the management cluster.",
     )
-    gpu_types: list[str] = Field(
+    gpu_types: list[GpuType] = Field(
         default_factory=list,
         max_length=16,
         description="Acceptable GPU types, e.g. [A100, H100]; used to provision a colony when "
@@ -114,8 +128,14 @@ class DDPJobSpec(ApiModel):
         default="volcano",
         description="volcano: all workers start together or not at all (PodGroup); default: kube-scheduler.",
     )
-    queue: str = Field(default="default", min_length=1, description="Volcano queue of the job's PodGroup.")
-    node_selector: dict[str, str] = Field(
+    queue: str = Field(
+        default="default",
+        min_length=1,
+        max_length=MAX_NAME,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="Volcano queue of the job's PodGroup (an object name).",
+    )
+    node_selector: dict[str, LabelValue] = Field(
         default_factory=dict, description="Node labels every worker's node must carry."
     )
     tolerations: list[Toleration] = Field(

@@ -8,7 +8,13 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from colony.api.base import (
+    DNS_SUBDOMAIN_PATTERN,
+    GPU_TYPE_PATTERN,
+    MAX_LABEL,
+    MAX_NAME,
     ApiModel,
+    ColonyReference,
+    GpuType,
     LabelSelector,
     PrinterColumn,
     ResourceDefinition,
@@ -31,8 +37,14 @@ class GPRSpec(ApiModel):
 
     model_config = ConfigDict(json_schema_extra=_SPEC_RULES)
 
-    gpu_shape: str | None = Field(default=None, min_length=1, description="GPU type, e.g. H100 or A100-80GB.")
-    gpu_shapes: list[str] = Field(
+    gpu_shape: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_LABEL,
+        pattern=GPU_TYPE_PATTERN,
+        description="GPU type, e.g. H100 or A100-80GB (one type; list several in gpuShapes).",
+    )
+    gpu_shapes: list[GpuType] = Field(
         default_factory=list,
         max_length=16,
         description="Acceptable GPU types, any of which will do; `*` accepts every type.",
@@ -46,7 +58,11 @@ class GPRSpec(ApiModel):
         default=101, ge=1, le=300, description="Priority, 1-100 low, 101-200 medium, 201-300 high."
     )
     queue_name: str | None = Field(
-        default=None, description="Queue the request waits in; defaults to the namespace's queue."
+        default=None,
+        min_length=1,
+        max_length=MAX_NAME,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="GPUQueue (by name) the request waits in; defaults to the namespace's queue.",
     )
     exit_duration: str | None = Field(
         default=None,
@@ -65,7 +81,7 @@ class GPRSpec(ApiModel):
     colony_selector: LabelSelector | None = Field(
         default=None, description="Only place on colonies whose labels match."
     )
-    colonies: list[str] | None = Field(
+    colonies: list[ColonyReference] | None = Field(
         default=None,
         max_length=64,
         description="Only place on these colonies: `name` (in the request's namespace) or `namespace/name` "

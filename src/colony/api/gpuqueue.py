@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated
 
-from colony.api.base import ApiModel, PrinterColumn, ResourceDefinition, ResourceStatus
+from pydantic import ConfigDict, Field
 
-GPU_TYPE_PATTERN = r"^(\*|[A-Za-z0-9][A-Za-z0-9_. -]*)$"
+from colony.api.base import (
+    DNS_LABEL_PATTERN,
+    GPU_TYPE_PATTERN,
+    MAX_LABEL,
+    ApiModel,
+    PrinterColumn,
+    ResourceDefinition,
+    ResourceStatus,
+    cel_rules,
+)
+
+_SPEC_RULES = cel_rules(
+    (
+        "(has(self.cohort) && self.cohort != '') || !self.quotas.exists(q, has(q.borrowingLimit))",
+        "quotas[].borrowingLimit needs a cohort: a queue without one has nobody to borrow from",
+    ),
+)
+Namespace = Annotated[str, Field(min_length=1, max_length=MAX_LABEL, pattern=DNS_LABEL_PATTERN)]
 
 
 class GPUQuota(ApiModel):
     """Guaranteed GPUs of one type, and how many more the queue may borrow."""
 
     gpu_type: str = Field(
-        pattern=GPU_TYPE_PATTERN, description='GPU type, e.g. H100 or A100-80GB; "*" counts every type.'
+        max_length=MAX_LABEL,
+        pattern=GPU_TYPE_PATTERN,
+        description='GPU type, e.g. H100 or A100-80GB; "*" counts every type.',
     )
     nominal: int = Field(ge=0, description="GPUs guaranteed to the queue.")
     borrowing_limit: int | None = Field(
@@ -27,7 +46,9 @@ class GPUQuota(ApiModel):
 class GPUQueueSpec(ApiModel):
     """Desired state of a GPUQueue."""
 
-    namespaces: list[str] = Field(
+    model_config = ConfigDict(json_schema_extra=_SPEC_RULES)
+
+    namespaces: list[Namespace] = Field(
         default_factory=list,
         max_length=256,
         description="Namespaces (tenants) whose GPU requests are charged to this queue.",

@@ -13,7 +13,10 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field, field_validator
 
 from colony.api.base import (
+    DNS_SUBDOMAIN_PATTERN,
+    MAX_NAME,
     ApiModel,
+    ColonyReference,
     LabelSelector,
     PrinterColumn,
     ResourceDefinition,
@@ -77,7 +80,7 @@ class PlacementPolicySpec(ApiModel):
     colony_selector: LabelSelector | None = Field(
         default=None, description="Only place on colonies whose labels match; absent: any colony."
     )
-    ordered_colonies: list[str] = Field(
+    ordered_colonies: list[ColonyReference] = Field(
         default_factory=list,
         max_length=64,
         description="Fill and spill: only these colonies (`name` in the object's namespace or "
@@ -97,7 +100,11 @@ class PlacementPolicySpec(ApiModel):
         default=101, ge=1, le=300, description="Priority of the GPU requests, 1-100 low, 101-200 medium."
     )
     queue_name: str | None = Field(
-        default=None, description="GPUQueue the requests wait in; default: the namespace's queue."
+        default=None,
+        min_length=1,
+        max_length=MAX_NAME,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="GPUQueue (by name) the requests wait in; default: the namespace's queue.",
     )
 
 

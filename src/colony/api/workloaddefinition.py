@@ -16,9 +16,20 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from colony.api.base import ApiModel, PrinterColumn, ResourceDefinition, ResourceStatus, cel_rules
+from colony.api.base import (
+    DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
+    MAX_LABEL,
+    MAX_NAME,
+    ApiModel,
+    PrinterColumn,
+    ResourceDefinition,
+    ResourceStatus,
+    cel_rules,
+)
 
-NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+NAME_PATTERN = DNS_LABEL_PATTERN
+KIND_PATTERN = r"^[A-Za-z][A-Za-z0-9]*$"
 
 _MATCHER_RULES = cel_rules(
     (
@@ -37,10 +48,27 @@ _COMPONENT_RULES = cel_rules(
 class TargetKind(ApiModel):
     """The framework kind a definition describes."""
 
-    group: str = Field(min_length=1, description="API group of the kind, e.g. kubeflow.org.")
-    version: str = Field(min_length=1, description="API version of the kind, e.g. v1.")
-    kind: str = Field(min_length=1, description="Kind, e.g. PyTorchJob.")
-    plural: str = Field(min_length=1, description="Plural resource name, e.g. pytorchjobs.")
+    group: str = Field(
+        min_length=1,
+        max_length=MAX_NAME,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="API group of the kind, e.g. kubeflow.org.",
+    )
+    version: str = Field(
+        min_length=1,
+        max_length=MAX_LABEL,
+        pattern=DNS_LABEL_PATTERN,
+        description="API version of the kind, e.g. v1.",
+    )
+    kind: str = Field(
+        min_length=1, max_length=MAX_LABEL, pattern=KIND_PATTERN, description="Kind, e.g. PyTorchJob."
+    )
+    plural: str = Field(
+        min_length=1,
+        max_length=MAX_LABEL,
+        pattern=DNS_LABEL_PATTERN,
+        description="Plural resource name, e.g. pytorchjobs.",
+    )
 
 
 class ComponentDefinition(ApiModel):
@@ -150,6 +178,8 @@ class WorkloadDefinitionSpec(ApiModel):
     target: TargetKind = Field(description="The framework kind this definition describes.")
     addon: str | None = Field(
         default=None,
+        max_length=MAX_LABEL,
+        pattern=DNS_LABEL_PATTERN,
         description="Colony add-on (workloadDependency) that installs the framework's CRD and "
         "controller, e.g. kuberay; named in messages when a colony lacks the kind.",
     )

@@ -15,6 +15,8 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.dynamic import DynamicClient
 from kubernetes_asyncio.dynamic.exceptions import ResourceNotFoundError
 
+from colony.kube.paths import group_version_path, resource_path
+
 FIELD_MANAGER = "colony-operator"
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -61,7 +63,16 @@ class Kube:
         self._label_batches: dict[str, _LabelBatch] = {}
         self._label_writers: dict[str, asyncio.Task[None]] = {}
 
-    async def _path(self, api_version: str, kind: str, name: str | None, namespace: str | None) -> str:
+    async def _path(
+        self,
+        api_version: str,
+        kind: str,
+        name: str | None,
+        namespace: str | None,
+        subresource: str | None = None,
+    ) -> str:
+        """The request path of a collection or object; every name in it is one quoted segment
+        (InvalidName, before any request, for one that cannot be)."""
         resource = self._resources.get((api_version, kind))
         if resource is None:
             if self._dynamic is None:
@@ -71,8 +82,13 @@ class Kube:
             except ResourceNotFoundError as error:
                 raise NotFound(404, "NotFound", f"{kind} ({api_version}) is not served") from error
             self._resources[(api_version, kind)] = resource
-        path: str = resource.path(name=name, namespace=namespace if resource.namespaced else None)
-        return path
+        return resource_path(
+            f"/{resource.prefix}/{resource.group_version}",
+            str(resource.name).lower(),
+            name=name,
+            namespace=namespace if resource.namespaced else None,
+            subresource=subresource,
+        )
 
     async def _call(
         self,
@@ -178,7 +194,7 @@ class Kube:
         With `resource_version` the patch only applies to that version of the object (else 409
         Conflict): a status computed from a stale read must not overwrite a newer one.
         """
-        path = await self._path(api_version, kind, name, namespace) + "/status"
+        path = await self._path(api_version, kind, name, namespace, "status")
         body: dict[str, Any] = {"status": dict(status)}
         if resource_version is not None:
             body["metadata"] = {"resourceVersion": resource_version}
@@ -239,16 +255,14 @@ class Kube:
         """Merge-patch an object (or one of its subresources, e.g. `status`); with `json_patch`,
         `body` is a JSON Patch (a list of operations). A `metadata.resourceVersion` in a merge patch
         makes it apply only to that version (else 409 Conflict)."""
-        path = await self._path(api_version, kind, name, namespace)
-        if subresource:
-            path += f"/{subresource}"
+        path = await self._path(api_version, kind, name, namespace, subresource or None)
         content_type = "application/json-patch+json" if json_patch else MERGE_PATCH
         return await self._call("PATCH", path, body=body, content_type=content_type)
 
     async def api_resources(self, api_version: str) -> Sequence[Object] | None:
         """The resources (with subresources, e.g. `pytorchjobs/status`) the API server serves in one
         group version, from discovery; None when it serves no such group version."""
-        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        path = group_version_path(api_version)
         try:
             found = await self._call("GET", path)
         except NotFound:
