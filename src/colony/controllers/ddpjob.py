@@ -513,7 +513,8 @@ async def delete_ddpjob(
     delay and a warning Event, DELETE_RETRIES times; then give up on the remote objects (an Event
     says so) rather than keep the job stuck in deletion forever.
 
-    Secrets are deleted by name, never listed: the W&B Secret copied into a colony cluster. On the
+    Secrets are deleted by name, never listed: the W&B Secret copied into a colony cluster, while it
+    is labelled as this job's (the label of its last writer). On the
     management cluster the job's Secrets stay: the user's own, or `<job>-wandb`, which the job owns
     (garbage-collected with it)."""
     metrics.forget_job(meta["namespace"], DDPJOB.kind, meta["name"])
@@ -531,7 +532,10 @@ async def delete_ddpjob(
                 await target.delete(api_version, kind, obj["metadata"]["name"], meta["namespace"])
         wandb = (spec.get("wandbApiKeySecretRef") or {}).get("name")
         if status.get("colony") and wandb:
-            await target.delete("v1", "Secret", str(wandb), meta["namespace"])
+            # Only while the copy is still this job's (another job on the colony may share the Secret).
+            copy = await target.get("v1", "Secret", str(wandb), meta["namespace"])
+            if copy is not None and (copy["metadata"].get("labels") or {}).get(JOB_LABEL) == meta["name"]:
+                await target.delete("v1", "Secret", str(wandb), meta["namespace"])
     except (ClusterAccessError, OSError, TimeoutError) as unreachable:
         if retry < DELETE_RETRIES:
             events.post(
