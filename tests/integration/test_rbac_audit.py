@@ -12,7 +12,7 @@ code path that talks to the management cluster:
 - DDPJobs: one on the colony (plain W&B key moved into a Secret, ttlSecondsAfterFinished 0: the job
   is deleted and the ephemeral colony torn down), one asking for gpuTypes (the operator creates its
   GPR, runs on the reservation, deletes the GPR), one on the management cluster itself (Service,
-  PodGroup, pods, namespace, Secret there; deleted by the user);
+  PodGroup, pods there; its moved W&B Secret is owned by it; deleted by the user);
 - GPRs: admission against a GPUQueue, and auto-provisioning of an AWS colony that is torn down when
   the request is deleted;
 - placement: a WorkloadDefinition and a PlacementPolicy (their status written), a PyTorchJob placed
