@@ -88,6 +88,9 @@ def test_seed_job_runs_on_the_colony_and_succeeds(
 
     management.kubectl("delete", "ddpjob", "test-ddp-job", "-n", namespace, "--wait=true", "--timeout=60s")
     assert _pods(colony_cluster, namespace, 0) == []
+    # The copied W&B Secret goes with the job (deleted by name: the operator lists no Secrets).
+    gone = colony_cluster.kubectl("get", "secret", "test-ddp-job-wandb", "-n", namespace, check=False)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr
 
 
 def test_worker_failure_restarts_the_gang_then_fails(

@@ -12,7 +12,7 @@ code path that talks to the management cluster:
 - DDPJobs: one on the colony (plain W&B key moved into a Secret, ttlSecondsAfterFinished 0: the job
   is deleted and the ephemeral colony torn down), one asking for gpuTypes (the operator creates its
   GPR, runs on the reservation, deletes the GPR), one on the management cluster itself (Service,
-  PodGroup, pods, namespace, Secret there; deleted by the user);
+  PodGroup, pods there; its moved W&B Secret is owned by it; deleted by the user);
 - GPRs: admission against a GPUQueue, and auto-provisioning of an AWS colony that is torn down when
   the request is deleted;
 - placement: a WorkloadDefinition and a PlacementPolicy (their status written), a PyTorchJob placed
@@ -463,6 +463,36 @@ def test_audit_events_become_permissions() -> None:
         "rules": [{"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["list"]}],
     }
     assert granted([role]) == {("", "pods", "list"), ("", "services", "list")}
+
+
+NAMESPACED_ONLY = {("", "secrets"), ("", "pods")}
+"""Resources granted only in the watched namespaces when watchNamespaces is set (never cluster-wide)."""
+
+
+@pytest.mark.parametrize("mode", sorted(INSTALLS))
+def test_secrets_are_never_listed_and_stay_in_the_watched_namespaces(tools: Tools, mode: str) -> None:
+    """No rule lists or watches Secrets (the operator gets each by name); with watchNamespaces, no
+    ClusterRole grants Secrets or Pods, and the Roles granting them are in exactly those namespaces."""
+    install = INSTALLS[mode]
+    docs = _chart(tools, install)
+    roles = [d for d in docs if d["kind"] in ("ClusterRole", "Role")]
+    secret_verbs = {
+        verb
+        for role in roles
+        for rule in role["rules"]
+        if "" in rule["apiGroups"] and "secrets" in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert secret_verbs == {"create", "get", "patch"}
+    cluster_wide = granted([d for d in docs if d["kind"] == "ClusterRole"])
+    in_roles = {d["metadata"]["namespace"]: granted([d]) for d in docs if d["kind"] == "Role"}
+    namespaced = {(group, resource) for group, resource, _ in cluster_wide} & NAMESPACED_ONLY
+    if mode == "namespaced":
+        assert not namespaced, f"granted cluster-wide: {sorted(namespaced)}"
+        holding = {ns for ns, grants in in_roles.items() if {(g, r) for g, r, _ in grants} & NAMESPACED_ONLY}
+        assert holding == {install.namespace}
+    else:
+        assert namespaced == NAMESPACED_ONLY
 
 
 @pytest.mark.parametrize("mode", sorted(INSTALLS))

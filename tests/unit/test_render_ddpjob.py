@@ -114,3 +114,19 @@ def test_gang_min_resources_scale_with_parallelism() -> None:
     group = _render(parallelism=4, nprocPerNode=8, resources={"requests": {"cpu": 16}}).pod_group
     assert group is not None
     assert group["spec"]["minResources"] == {"nvidia.com/gpu": "32", "cpu": "64"}
+
+
+def test_workers_mount_no_service_account_token_unless_the_job_asks() -> None:
+    assert all(pod["spec"]["automountServiceAccountToken"] is False for pod in _render().pods)
+    asked = _render(automountServiceAccountToken=True).pods
+    assert all(pod["spec"]["automountServiceAccountToken"] is True for pod in asked)
+
+
+def test_a_plain_wandb_key_is_never_rendered_into_a_worker() -> None:
+    """The pods read the key through secretKeyRef; the plain value appears in no rendered object."""
+    planted = "wb-plain-value-never-rendered"
+    rendered = yaml.safe_dump_all(list(_render(wandbApiKey=planted).manifests))
+    assert planted not in rendered
+    assert _env(_render(wandbApiKey=planted).pods[0])["WANDB_API_KEY"] == {
+        "secretKeyRef": {"name": WANDB.name, "key": WANDB.key}
+    }

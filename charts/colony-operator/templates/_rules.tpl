@@ -89,12 +89,13 @@ RBAC rules of the operator (see rbac.yaml). Every entry names what uses it; the 
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
-# Secrets: colony clusters' <cluster>-kubeconfig Secrets and W&B key references are read; a plain
-# wandbApiKey is moved into <job>-wandb; a job on the management cluster gets (and on deletion loses)
-# its W&B Secret like any colony cluster.
+# Secrets, by name only (never list or watch: the operator cannot enumerate a namespace's Secrets):
+# colony clusters' <cluster>-kubeconfig Secrets and W&B key references are read; a plain wandbApiKey
+# is moved into <job>-wandb (server-side apply; owned by the job, so garbage-collected with it: the
+# operator deletes no Secret here).
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [create, delete, get, list, patch]
+  verbs: [create, get, patch]
 # The workers of a DDPJob without targetColony: Service, Volcano PodGroup and pods (created, never
 # changed: an attempt's objects are fixed; the job's namespace exists, the DDPJob is in it).
 - apiGroups: [""]

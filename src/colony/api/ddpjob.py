@@ -141,6 +141,12 @@ class DDPJobSpec(ApiModel):
     tolerations: list[Toleration] = Field(
         default_factory=list, max_length=32, description="Taints the workers tolerate."
     )
+    automount_service_account_token: bool = Field(
+        default=False,
+        description="Mount the namespace's default ServiceAccount token into every worker. Off by "
+        "default: training code needs no Kubernetes API access, and a token in a worker is a "
+        "credential for anyone whose code runs there.",
+    )
 
 
 DDPJobPhase = Literal["Pending", "Scheduling", "Running", "Restarting", "Succeeded", "Failed"]

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import kopf
 
-from colony import events, metrics
+from colony import events, metrics, redaction
 from colony.api import COLONY, DDPJOB, GPR
 from colony.api.base import SecretKeyReference
 from colony.api.conditions import now_rfc3339, set_condition
@@ -28,7 +28,13 @@ from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, KubeApiError, NotFound
 from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, JobRef, render_ddpjob
 from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
-from colony.render.resources import gpu_request_name, moved_wandb_secret_name, on_reservation
+from colony.render.resources import (
+    LAST_APPLIED_ANNOTATION,
+    gpu_request_name,
+    moved_wandb_secret_name,
+    on_reservation,
+    without_plain_wandb_key,
+)
 from colony.scheduling.placement import choose_cluster
 from colony.scheduling.teardown import expired, is_ephemeral, teardown_due
 from colony.status.cost import job_usage, parse_time, price_per_gpu_hour
@@ -41,7 +47,6 @@ CLEANUP_KINDS = (
     ("v1", "Pod"),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"),
     ("v1", "Service"),
-    ("v1", "Secret"),
 )
 """What a job leaves in its cluster, found by the job label and deleted with the job."""
 WAIT_S = 5.0
@@ -185,10 +190,13 @@ async def _wandb_secret(
     """Where the W&B key is, and its base64 value to copy into the target cluster.
 
     A plain `wandbApiKey` is moved into Secret `<job>-wandb` (owned by the job), the spec is switched
-    to a reference, and a warning Event says so: the key never stays in the spec.
+    to a reference, and a warning Event says so: the key never stays in the spec, nor in kubectl's
+    last-applied-configuration annotation (kopf's own annotation leaves it out: controllers.settings),
+    and the log redacts it from then on.
     """
     meta = body["metadata"]
     if spec.wandb_api_key:
+        redaction.remember(spec.wandb_api_key)
         name = moved_wandb_secret_name(meta["name"])
         await memo.kube.apply(
             {
@@ -200,6 +208,9 @@ async def _wandb_secret(
         )
         patch.spec["wandbApiKey"] = None
         patch.spec["wandbApiKeySecretRef"] = {"name": name, "key": "value"}
+        applied = without_plain_wandb_key((meta.get("annotations") or {}).get(LAST_APPLIED_ANNOTATION, ""))
+        if applied is not None:
+            patch.metadata.annotations[LAST_APPLIED_ANNOTATION] = applied
         events.post(
             body,
             "PlainSecretMoved",
@@ -252,13 +263,16 @@ async def _start_attempt(
     attempt: int,
     wandb: SecretKeyReference | None,
     wandb_value: str | None,
+    *,
+    copy_secret: bool,
 ) -> None:
-    """The job's W&B Secret (when it has one) and the attempt's objects in the job's namespace of
-    the target cluster. The namespace is created when a write finds it missing, not applied again
-    before every job."""
+    """The job's W&B Secret (when it has one and `copy_secret`: the target is a colony cluster; on
+    the management cluster the Secret is already in the job's namespace, and the user's own Secret is
+    never rewritten) and the attempt's objects in the job's namespace of the target cluster. The
+    namespace is created when a write finds it missing, not applied again before every job."""
 
     async def write() -> None:
-        if wandb is not None and wandb_value is not None:
+        if copy_secret and wandb is not None and wandb_value is not None:
             labels = {JOB_LABEL: job.name}
             await target.apply(
                 {
@@ -323,7 +337,7 @@ async def start_ddpjob(
     attempt = int(status.get("attempt") or 0)
     parsed = on_reservation(parsed, reservation)
     job = JobRef(meta["name"], meta["namespace"], meta["uid"])
-    await _start_attempt(target, job, parsed, attempt, wandb, wandb_value)
+    await _start_attempt(target, job, parsed, attempt, wandb, wandb_value, copy_secret=bool(colony))
     patch.status.update(
         {
             "phase": "Scheduling",
@@ -494,6 +508,7 @@ def _parse_time(value: Any) -> datetime:
 @kopf.on.delete(DDPJOB.group, DDPJOB.version, DDPJOB.plural)
 async def delete_ddpjob(
     body: kopf.Body,
+    spec: kopf.Spec,
     meta: kopf.Meta,
     status: kopf.Status,
     memo: kopf.Memo,
@@ -503,7 +518,12 @@ async def delete_ddpjob(
 ) -> None:
     """Delete the job's objects in its cluster. While the cluster cannot be reached, retry with a
     delay and a warning Event, DELETE_RETRIES times; then give up on the remote objects (an Event
-    says so) rather than keep the job stuck in deletion forever."""
+    says so) rather than keep the job stuck in deletion forever.
+
+    Secrets are deleted by name, never listed: the W&B Secret copied into a colony cluster, while it
+    is labelled as this job's (the label of its last writer). On the
+    management cluster the job's Secrets stay: the user's own, or `<job>-wandb`, which the job owns
+    (garbage-collected with it)."""
     metrics.forget_job(meta["namespace"], DDPJOB.kind, meta["name"])
     if not status.get("cluster"):
         return
@@ -520,6 +540,12 @@ async def delete_ddpjob(
         for api_version, kind, name in found:
             await target.delete(api_version, kind, name, meta["namespace"])
             left.remove(f"{kind} {name}")
+        wandb = (spec.get("wandbApiKeySecretRef") or {}).get("name")
+        if status.get("colony") and wandb:
+            # Only while the copy is still this job's (another job on the colony may share the Secret).
+            copy = await target.get("v1", "Secret", str(wandb), meta["namespace"])
+            if copy is not None and (copy["metadata"].get("labels") or {}).get(JOB_LABEL) == meta["name"]:
+                await target.delete("v1", "Secret", str(wandb), meta["namespace"])
     except (ClusterAccessError, KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as failure:
         # any error class: a 401/403 or a 5xx from a colony is as final for us as an unreachable one
         if retry + 1 < DELETE_RETRIES:

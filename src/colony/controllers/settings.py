@@ -11,6 +11,10 @@ from colony.kube.timeouts import DEFAULT_TIMEOUTS
 
 FIELD_MANAGER = "colony-operator"
 FINALIZER = "colony.exalsius.ai/finalizer"
+DIFFBASE_IGNORED_FIELDS = ("spec.wandbApiKey",)
+"""Fields kept out of kopf's last-handled-configuration annotation: kopf writes that annotation from
+the body as it was before the handler's patch, in the same PATCH that moves a plain `wandbApiKey`
+into a Secret, so the key would otherwise stay on the object for everyone who can read it."""
 
 
 @kopf.on.startup()
@@ -20,7 +24,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="colony.exalsius.ai")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="colony.exalsius.ai", key="last-handled-configuration"
+        prefix="colony.exalsius.ai", key="last-handled-configuration", ignored_fields=DIFFBASE_IGNORED_FIELDS
     )
     settings.watching.server_timeout = 60
     settings.watching.client_timeout = 90

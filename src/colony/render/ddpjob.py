@@ -144,6 +144,7 @@ def _pod(
     labels = {**_labels(job, attempt), RANK_LABEL: str(rank)}
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",  # a failed worker restarts the whole gang, not itself
+        "automountServiceAccountToken": spec.automount_service_account_token,
         "hostname": worker_hostname(job.name, rank),
         "subdomain": job.name,
         "containers": [

@@ -8,6 +8,7 @@ selector of a GPU reservation, and the attempt the job is on.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -69,6 +70,24 @@ def hosted_ports(
 def moved_wandb_secret_name(job: str) -> str:
     """The Secret (same namespace as the job) a plain `wandbApiKey` is moved into."""
     return f"{job}-wandb"
+
+
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def without_plain_wandb_key(last_applied: str) -> str | None:
+    """kubectl's last-applied-configuration annotation without `spec.wandbApiKey`; None when it
+    holds none (or is not a JSON object). `kubectl apply` writes the plain key there; once the key
+    is moved into a Secret, anyone who can read the DDPJob would still read it in the annotation."""
+    try:
+        applied = json.loads(last_applied)
+    except ValueError:
+        return None
+    spec = applied.get("spec") if isinstance(applied, dict) else None
+    if not isinstance(spec, dict) or "wandbApiKey" not in spec:
+        return None
+    del spec["wandbApiKey"]
+    return json.dumps(applied, separators=(",", ":")) + "\n"
 
 
 def wandb_reference(job: str, spec: DDPJobSpec) -> SecretKeyReference | None:
