@@ -36,15 +36,33 @@ def operator(
     metrics_port: Annotated[
         int | None, typer.Option("--metrics-port", help="Serve Prometheus metrics on this port (/metrics).")
     ] = None,
+    webhook_port: Annotated[
+        int | None,
+        typer.Option(
+            "--webhook-port",
+            help="Serve the validating admission webhook of WorkloadDefinitions on this port (HTTPS).",
+        ),
+    ] = None,
+    webhook_cert_dir: Annotated[
+        Path,
+        typer.Option("--webhook-cert-dir", help="Directory with the webhook's tls.crt and tls.key."),
+    ] = Path("/etc/colony/webhook"),
+    webhook_addr: Annotated[
+        str, typer.Option("--webhook-addr", help="Address the webhook listens on.")
+    ] = "0.0.0.0",
 ) -> None:
     """Run the operator against the current kubeconfig (KUBECONFIG or in-cluster).
 
     The offer catalog that prices colonies is the shipped one unless COLONY_OFFERS_CSV (a file) or
     COLONY_OFFERS_CONFIGMAP (namespace/name, key gpu-offers.csv) names another.
     """
+    from colony.controllers.webhook import WebhookOptions
     from colony.operator import run_operator
     from colony.settings import SettingsError
 
+    webhook = None
+    if webhook_port is not None:
+        webhook = WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir, addr=webhook_addr)
     try:
         run_operator(
             namespace or (),
@@ -52,8 +70,9 @@ def operator(
             verbose=verbose,
             json_logs=json_logs,
             metrics_port=metrics_port,
+            webhook=webhook,
         )
-    except SettingsError as error:
+    except (SettingsError, ValueError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
 
