@@ -34,7 +34,7 @@ from cryptography.x509.oid import NameOID
 from colony.controllers.webhook import PATH
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.process import ManagedProcess
-from colony.placement.names import COLONY_ANNOTATION
+from colony.placement.names import COLONY_ANNOTATION, MESSAGE_ANNOTATION
 from tests.integration.conftest import eventually
 from tests.integration.test_colony_controller import _apply, _kubeconfig_secret, _phase_is
 
@@ -74,17 +74,20 @@ GADGET_CRD: dict[str, Any] = {
 
 
 def _definition(
-    name: str, kind: str, replicas_path: str, labels: dict[str, str] | None = None
+    name: str,
+    kind: str,
+    replicas_path: str,
+    labels: dict[str, str] | None = None,
+    template_path: str = ".spec.template",
 ) -> dict[str, Any]:
+    component = {"name": "main", "podTemplatePath": template_path, "replicasPath": replicas_path}
     return {
         "apiVersion": "infra.exalsius.ai/v1",
         "kind": "WorkloadDefinition",
         "metadata": {"name": name, "labels": labels or {}},
         "spec": {
             "target": {"group": "example.com", "version": "v1", "kind": kind, "plural": f"{kind.lower()}s"},
-            "components": [
-                {"name": "main", "podTemplatePath": ".spec.template", "replicasPath": replicas_path}
-            ],
+            "components": [component],
         },
     }
 
@@ -96,7 +99,7 @@ def _free_port() -> int:
         return port
 
 
-def _certificates(directory: Path) -> bytes:
+def webhook_certificates(directory: Path) -> bytes:
     """A CA and a serving certificate for 127.0.0.1 (tls.crt, tls.key); returns the CA's PEM."""
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -141,7 +144,7 @@ class Operator:
     def __init__(self, management: LocalCluster, directory: Path) -> None:
         self.namespace = f"k-{uuid.uuid4().hex[:8]}"
         management.kubectl("create", "namespace", self.namespace)
-        self.ca = _certificates(directory)
+        self.ca = webhook_certificates(directory)
         self.liveness = f"http://127.0.0.1:{_free_port()}/healthz"
         self.webhook_port = _free_port()
         self.log = directory / "operator.log"
@@ -250,14 +253,15 @@ def test_pathological_definitions_are_marked_invalid_and_placement_and_liveness_
         with LivenessWatch(operator.liveness) as watch:
             management.apply(
                 [
-                    _definition(loop, f"Loop{suffix}", "def f: f; f"),
+                    _definition(loop, f"Loop{suffix}", "1", template_path="def f: f; f"),
                     _definition(huge, f"Huge{suffix}", '"x" * 100000000'),
-                    _definition(good, "Gadget", ".spec.replicas // 1"),
+                    # fine on the probe inputs, endless on an object asking for it
+                    _definition(good, "Gadget", "if .spec.loop then (def f: f; f) else .spec.replicas end"),
                 ]
             )
             looping = eventually(lambda: _condition(management, loop), 90)
             assert looping["status"] == "False" and looping["reason"] == "Invalid", looping
-            assert "spec.components[0].replicasPath" in looping["message"]
+            assert "spec.components[0].podTemplatePath" in looping["message"]
             assert f"did not finish within {EXPRESSION_TIMEOUT_S:g}s" in looping["message"]
             huge_output = eventually(lambda: _condition(management, huge), 60)
             assert huge_output["status"] == "False" and "yields more than" in huge_output["message"]
@@ -272,6 +276,12 @@ def test_pathological_definitions_are_marked_invalid_and_placement_and_liveness_
                 "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
             }
             _apply(management, namespace, gadget)
+            evil = {
+                **gadget,
+                "metadata": {"name": "evil", "labels": ENABLED},
+                "spec": {**gadget["spec"], "loop": True},  # its template is there: replicasPath runs
+            }
+            _apply(management, namespace, evil)
 
             def placed() -> bool:
                 found = management.get_json("gadget", "g1", "-n", namespace)
@@ -281,6 +291,15 @@ def test_pathological_definitions_are_marked_invalid_and_placement_and_liveness_
 
             eventually(placed, 90)
             assert colony_cluster.get_json("gadget", "g1", "-n", namespace)["spec"]["replicas"] == 1
+
+            def unplaceable() -> str:
+                found = management.get_json("gadget", "evil", "-n", namespace)
+                message: str = (found["metadata"].get("annotations") or {}).get(MESSAGE_ANNOTATION) or ""
+                return message
+
+            message = eventually(unplaceable, 60)
+            assert f"did not finish within {EXPRESSION_TIMEOUT_S:g}s" in message, message
+            assert f"Gadget {namespace}/evil" in message, message
         assert watch.answers >= 5 and not watch.failures, watch.failures
         assert watch.slowest < 2.0, f"liveness answered after {watch.slowest:.1f}s"
         assert operator.process.running
