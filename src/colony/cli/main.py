@@ -56,14 +56,15 @@ def operator(
     The offer catalog that prices colonies is the shipped one unless COLONY_OFFERS_CSV (a file) or
     COLONY_OFFERS_CONFIGMAP (namespace/name, key gpu-offers.csv) names another.
     """
-    from colony.controllers.webhook import WebhookOptions
     from colony.operator import run_operator
     from colony.settings import SettingsError
 
-    webhook = None
-    if webhook_port is not None:
-        webhook = WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir, addr=webhook_addr)
     try:
+        webhook = None
+        if webhook_port is not None:  # (importing the controllers reads the settings)
+            from colony.controllers.webhook import WebhookOptions
+
+            webhook = WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir, addr=webhook_addr)
         run_operator(
             namespace or (),
             liveness_endpoint=liveness,

@@ -78,10 +78,12 @@ from colony.workloads.definition import (
 )
 from colony.workloads.demand import DemandError
 from colony.workloads.pinning import pin_at_paths, strip_for_copy
-from colony.workloads.sandbox import ExpressionSandbox
+from colony.workloads.sandbox import ExpressionSandbox, Limits
 from colony.workloads.sandbox_worker import ObjectReading, PhaseReading
 
 PASS_INTERVAL_S = settings.positive_seconds("COLONY_PLACEMENT_INTERVAL_SECONDS", 1.0)
+EXPRESSION_LIMITS = Limits.from_env()
+"""Bounds of WorkloadDefinition expressions (colony.workloads.sandbox), checked at start."""
 KINDS = settings.placement_kinds()
 """The framework resources placed (`plural.group`); None: every defined kind."""
 CONCURRENCY = 8
@@ -95,7 +97,7 @@ log = logging.getLogger(__name__)
 @kopf.on.startup()
 async def start_placement(memo: kopf.Memo, **_: Any) -> None:
     """Run the placement loop for the operator's lifetime."""
-    memo.expressions = ExpressionSandbox()
+    memo.expressions = ExpressionSandbox(EXPRESSION_LIMITS)
     memo.placement_task = asyncio.create_task(_loop(memo))
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from colony import settings
 from colony.workloads import sandbox_worker
 from colony.workloads.definition import (
     DefinitionError,
@@ -73,12 +74,11 @@ class Limits:
 
     @classmethod
     def from_env(cls) -> Limits:
-        """COLONY_EXPRESSION_TIMEOUT_SECONDS and COLONY_EXPRESSION_MEMORY_MB, else the defaults."""
-        timeout = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
-        memory = int(os.environ.get(MEMORY_ENV) or sandbox_worker.DEFAULT_MEMORY_MB)
-        if timeout <= 0 or memory <= 0:
-            raise ValueError(f"{TIMEOUT_ENV} and {MEMORY_ENV} must be positive")
-        return cls(timeout, memory)
+        """COLONY_EXPRESSION_TIMEOUT_SECONDS and COLONY_EXPRESSION_MEMORY_MB, else the defaults;
+        `colony.settings.SettingsError` when one is not a positive number."""
+        timeout = settings.positive_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
+        memory = settings.positive_seconds(MEMORY_ENV, sandbox_worker.DEFAULT_MEMORY_MB)
+        return cls(timeout, int(memory))
 
 
 class _Process:
