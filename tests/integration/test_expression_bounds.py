@@ -254,7 +254,7 @@ def test_pathological_definitions_are_marked_invalid_and_placement_and_liveness_
             management.apply(
                 [
                     _definition(loop, f"Loop{suffix}", "1", template_path="def f: f; f"),
-                    _definition(huge, f"Huge{suffix}", '"x" * 100000000'),
+                    _definition(huge, f"Huge{suffix}", '"x" * 2000000'),
                     # fine on the probe inputs, endless on an object asking for it
                     _definition(good, "Gadget", "if .spec.loop then (def f: f; f) else .spec.replicas end"),
                 ]

@@ -112,7 +112,7 @@ async def test_endless_recursion_is_rejected_within_the_bound(sandbox: Expressio
 
 async def test_huge_output_is_rejected(sandbox: ExpressionSandbox) -> None:
     with pytest.raises(DefinitionError, match=r"replicasPath: jq expression .* yields more than"):
-        await sandbox.definition(_widget('"x" * 100000000'))
+        await sandbox.definition(_widget('"x" * 2000000'))
 
 
 async def test_a_non_compiling_expression_is_rejected(sandbox: ExpressionSandbox) -> None:
@@ -210,3 +210,26 @@ async def test_the_worker_memory_is_bounded() -> None:
         assert reading.demand is not None
     finally:
         await box.close()
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'import "data" as $d {search: "/etc"}; $d',
+        'include "lib" {search: "/"}; .',
+        '  # a comment first\n import "x" as $x; $x',
+    ],
+)
+def test_module_directives_that_read_files_are_refused(expression: str) -> None:
+    with pytest.raises(jqexpr.JqError, match="module directives"):
+        jqexpr.check(expression)
+
+
+async def test_the_worker_sees_no_operator_environment(
+    sandbox: ExpressionSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLONY_TEST_SECRET", "s3cr3t")
+    definition = await sandbox.definition(_widget('$ENV.COLONY_TEST_SECRET // env.HOME // "none"'))
+    (reading,) = await sandbox.read_objects([(definition, _object("env"))])
+    assert "s3cr3t" not in str(reading)
+    assert "must be a whole number" in (reading.demand_error or "") and "none" in (reading.demand_error or "")

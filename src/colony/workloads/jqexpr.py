@@ -10,6 +10,7 @@ by the caller: the operator evaluates user expressions only in a worker process 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
@@ -34,8 +35,14 @@ class OutputTooLarge(JqError):
     """An evaluation yielded more results, or more bytes, than the bounds allow."""
 
 
+MODULE_DIRECTIVE = re.compile(r"\b(import|include)\s*\"|\bmodule\s*\{")
+"""jq's module directives: `import "x" as $d {search: "/"}` reads any x.json on the filesystem."""
+
+
 @lru_cache(maxsize=2048)
 def _compiled(expression: str) -> Any:
+    if MODULE_DIRECTIVE.search(expression):
+        raise JqError("module directives (import, include, module) are not allowed: they read files")
     try:
         return jq.compile(expression)
     except ValueError as error:

@@ -54,6 +54,10 @@ START_TIMEOUT_S = 30.0
 """How long the worker may take to start and to take in a batch."""
 WORKER_COMMAND = "from colony.workloads.sandbox_worker import main; main()"
 """The worker's program (not `-m`: its classes must pickle under their module's name)."""
+WORKER_ENVIRONMENT = frozenset(
+    ("PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV", "LANG", "LC_ALL", "TMPDIR")
+)
+"""The only environment variables the worker inherits (jq's `$ENV` shows them to expressions)."""
 CHECK_CACHE_SIZE = 1024
 """Definition verdicts kept (by digest of name and spec)."""
 
@@ -124,7 +128,9 @@ class ExpressionSandbox:
     async def _ensure(self) -> _Process:
         if self._process is not None and self._process.process.returncode is None:
             return self._process
-        env = {**os.environ, MEMORY_ENV: str(self.limits.memory_mb)}
+        # jq's `$ENV` and `env` show the environment: the worker gets only what Python needs
+        env = {k: v for k, v in os.environ.items() if k in WORKER_ENVIRONMENT}
+        env[MEMORY_ENV] = str(self.limits.memory_mb)
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
