@@ -148,7 +148,8 @@ def test_deployment_is_hardened_and_probed(tools: Tools) -> None:
 
 def test_metrics_service_and_service_monitor(tools: Tools) -> None:
     docs = render(tools, "colony-system", "-f", str(ALL_OPTIONS))
-    (service,) = _of_kind(docs, "Service")
+    services = _of_kind(docs, "Service")
+    (service,) = [s for s in services if s["metadata"]["labels"]["app.kubernetes.io/component"] == "metrics"]
     assert service["spec"]["ports"] == [
         {"name": "metrics", "port": 9191, "targetPort": "metrics", "protocol": "TCP"}
     ]
