@@ -38,7 +38,7 @@ from colony.workloads.status import workload_phase
 HEADER = struct.Struct(">I")
 """Frame header: the length of the pickle that follows."""
 MEMORY_ENV = "COLONY_EXPRESSION_MEMORY_MB"
-DEFAULT_MEMORY_MB = 512
+DEFAULT_MEMORY_MB = 256
 """Address space of the worker (it needs about 60 MiB itself); jq fails or the worker dies past it."""
 
 Request = tuple[str, str | None, Any]
