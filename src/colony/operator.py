@@ -7,8 +7,12 @@ import asyncio.sslproto
 import contextlib
 import ctypes
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import kopf
+
+if TYPE_CHECKING:
+    from colony.controllers.webhook import WebhookOptions
 
 TLS_READ_BUFFER = 64 * 1024
 """Bytes asyncio's TLS transport reads at once; it allocates that much for every connection."""
@@ -76,12 +80,20 @@ def run_operator(
     verbose: bool = False,
     json_logs: bool = False,
     metrics_port: int | None = None,
+    webhook: WebhookOptions | None = None,
 ) -> None:
     """Run until SIGINT/SIGTERM. Watches `namespaces`, or the whole cluster when empty; serves
-    Prometheus metrics on `metrics_port` when given."""
+    Prometheus metrics on `metrics_port` and the validating admission webhook
+    (colony.controllers.webhook) when given. Raises ValueError when the webhook's certificate is
+    missing."""
     import colony.controllers  # noqa: F401 - registers the handlers (instrumented with metrics)
     from colony import metrics
     from colony.logging_setup import configure_logging
+
+    if webhook is not None:
+        from colony.controllers import webhook as admission
+
+        admission.enable(webhook)
 
     limit_connection_memory()
     if metrics_port is not None:

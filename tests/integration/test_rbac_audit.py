@@ -47,6 +47,7 @@ from colony.devenv.process import ManagedProcess, free_port
 from colony.devenv.tools import Tools
 from tests.integration.conftest import eventually
 from tests.integration.test_chart import CHART, render
+from tests.integration.test_expression_bounds import webhook_certificates
 
 OFFERS_CONFIGMAP = "gpu-offers"
 
@@ -172,6 +173,11 @@ def _start_operator(docs: list[dict[str, Any]], kubeconfig: Path, log: Path) -> 
             arg = f"--liveness=http://127.0.0.1:{free_port()}/healthz"
         elif arg.startswith("--metrics-port="):
             arg = f"--metrics-port={free_port()}"
+        elif arg.startswith("--webhook-port="):
+            arg = f"--webhook-port={free_port()}"
+        elif arg.startswith("--webhook-cert-dir="):  # the chart's Secret, played by a local CA
+            webhook_certificates(log.parent)
+            arg = f"--webhook-cert-dir={log.parent}"
         args.append(arg)
     env = {
         **os.environ,

@@ -117,6 +117,20 @@ def operator(
         int | None,
         typer.Option("--metrics-port", metavar="PORT", help="Serve Prometheus metrics on this port."),
     ] = None,
+    webhook_port: Annotated[
+        int | None,
+        typer.Option(
+            "--webhook-port",
+            help="Serve the validating admission webhook of WorkloadDefinitions on this port (HTTPS).",
+        ),
+    ] = None,
+    webhook_cert_dir: Annotated[
+        Path,
+        typer.Option("--webhook-cert-dir", help="Directory with the webhook's tls.crt and tls.key."),
+    ] = Path("/etc/colony/webhook"),
+    webhook_addr: Annotated[
+        str, typer.Option("--webhook-addr", help="Address the webhook listens on.")
+    ] = "0.0.0.0",
 ) -> None:
     """Run the operator (the Helm chart's Deployment runs this).
 
@@ -129,14 +143,20 @@ def operator(
     from colony.settings import SettingsError
 
     try:
+        webhook = None
+        if webhook_port is not None:  # (importing the controllers reads the settings)
+            from colony.controllers.webhook import WebhookOptions
+
+            webhook = WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir, addr=webhook_addr)
         run_operator(
             namespace or (),
             liveness_endpoint=liveness,
             verbose=verbose,
             json_logs=json_logs,
             metrics_port=metrics_port,
+            webhook=webhook,
         )
-    except SettingsError as error:
+    except (SettingsError, ValueError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
 

@@ -13,6 +13,10 @@ One pass (every COLONY_PLACEMENT_INTERVAL_SECONDS):
 
 A loop rather than kopf handlers: the kinds are only known at run time (a WorkloadDefinition may be
 applied at any time), and one pass reads each colony cluster once for all objects.
+
+Every jq expression (built-in or user definitions) runs in the bounded worker of
+`colony.workloads.sandbox`, batched per pass and cached per object resourceVersion: a pathological
+expression marks its definition invalid (or one object unplaceable) and never blocks the loop.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import asyncio
 import contextlib
 import fnmatch
 import logging
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import kopf
@@ -67,12 +72,20 @@ from colony.placement.selection import (
 )
 from colony.scheduling.visibility import NOBODY_ELSE, Visibility, visible
 from colony.status.cost import format_time
-from colony.workloads.definition import DefinitionError, DefinitionRegistry, WorkloadDefinition
-from colony.workloads.demand import DemandError, compute_demand
-from colony.workloads.pinning import pin_to_nodes, strip_for_copy
-from colony.workloads.status import workload_phase
+from colony.workloads.definition import (
+    DefinitionError,
+    DefinitionRegistry,
+    EvaluationError,
+    WorkloadDefinition,
+)
+from colony.workloads.demand import DemandError
+from colony.workloads.pinning import pin_at_paths, strip_for_copy
+from colony.workloads.sandbox import ExpressionSandbox, Limits
+from colony.workloads.sandbox_worker import ObjectReading, PhaseReading
 
 PASS_INTERVAL_S = settings.positive_seconds("COLONY_PLACEMENT_INTERVAL_SECONDS", 1.0)
+EXPRESSION_LIMITS = Limits.from_env()
+"""Bounds of WorkloadDefinition expressions (colony.workloads.sandbox), checked at start."""
 KINDS = settings.placement_kinds()
 """The framework resources placed (`plural.group`); None: every defined kind."""
 CONCURRENCY = 8
@@ -86,6 +99,7 @@ log = logging.getLogger(__name__)
 @kopf.on.startup()
 async def start_placement(memo: kopf.Memo, **_: Any) -> None:
     """Run the placement loop for the operator's lifetime."""
+    memo.expressions = ExpressionSandbox(EXPRESSION_LIMITS)
     memo.placement_task = asyncio.create_task(_loop(memo))
 
 
@@ -94,6 +108,9 @@ async def stop_placement(memo: kopf.Memo, **_: Any) -> None:
     task: asyncio.Task[None] | None = getattr(memo, "placement_task", None)
     if task is not None:
         task.cancel()
+    sandbox: ExpressionSandbox | None = getattr(memo, "expressions", None)
+    if sandbox is not None:
+        await sandbox.close()
 
 
 async def _loop(memo: kopf.Memo) -> None:
@@ -126,7 +143,7 @@ async def _registry(memo: kopf.Memo) -> DefinitionRegistry:
     for obj in await memo.kube.list(WORKLOAD_DEFINITION.api_version, WORKLOAD_DEFINITION.kind):
         error = None
         try:
-            registry.add(obj)
+            registry.add(await memo.expressions.definition(obj))
         except DefinitionError as problem:
             error = str(problem)
             log.warning("WorkloadDefinition %s rejected: %s", obj["metadata"]["name"], error)
@@ -238,10 +255,12 @@ async def _namespace_labels(memo: kopf.Memo, policies: Sequence[Policy]) -> dict
     }
 
 
-def _shape(definition: WorkloadDefinition, obj: Mapping[str, Any]) -> tuple[Shape | None, str | None]:
+def _shape(reading: ObjectReading) -> tuple[Shape | None, str | None]:
     """The object's GPU gang (None: it asks for no GPUs), or why it cannot be told."""
+    demand = reading.demand
+    if demand is None:
+        return None, reading.demand_error or "no demand"
     try:
-        demand = compute_demand(definition, obj)
         if demand.gpu_pods == 0:
             return None, None
         shape = demand.request_shape()
@@ -302,6 +321,7 @@ async def run_pass(memo: kopf.Memo, discovery: Discovery) -> None:
     if chosen:
         await _place(memo, discovery, world, chosen)
     await _policy_status(memo, world, chosen)
+    memo.expressions.sweep()
 
 
 async def _place(
@@ -324,6 +344,9 @@ async def _place(
         world.gprs[(gpr["metadata"]["namespace"], gpr["metadata"]["name"])] = gpr
     selected: list[tuple[WorkloadDefinition, Workload]] = []
     dropped: list[tuple[WorkloadDefinition, Workload]] = []
+    sandbox: ExpressionSandbox = memo.expressions
+    wanted = [(d, obj) for d, obj, selection in chosen if selection is not None]
+    read = dict(zip((_uid(obj) for _, obj in wanted), await sandbox.read_objects(wanted), strict=True))
     for definition, obj, selection in chosen:
         namespace = obj["metadata"]["namespace"]
         resource = f"{definition.plural}.{definition.group}"
@@ -331,17 +354,19 @@ async def _place(
             w = Workload(obj, Selection(None, DEFAULT_SPEC), Candidates((), False, ()), None)
             dropped.append((definition, w))
             continue
-        shape, error = _shape(definition, obj)
+        shape, error = _shape(read[_uid(obj)])
         found = candidates(namespace, selection, resource, definition.addon, world.views, world.visibility)
         selected.append((definition, Workload(obj, selection, found, shape, error)))
     await _read_copies(world, selected + dropped)
+    phases = await _read_phases(sandbox, world, selected)
     plans = plan_requests([w for _, w in selected if not duplicate.is_duplicate(w.selection)], world.gprs)
     spread = duplicate.requests_by_owner(world.gprs)
     work: list[Awaitable[None]] = []
     for definition, w in selected:
         requests = spread.get((w.namespace, str(w.obj["metadata"]["uid"])), {})
+        pin, phase_of = _pin(definition, read[_uid(w.obj)]), _phase_of(phases)
         if duplicate.is_duplicate(w.selection) or COPIES_ANNOTATION in w.annotations:
-            todo = _duplicated(world, definition, w, requests)
+            todo = _guarded(w, partial(_duplicated, world, definition, w, requests, pin, phase_of))
             work.append(_execute(memo, discovery, world, definition, w, todo))
             continue
         uses_request = w.shape is not None or bool(w.annotations.get(REQUEST_ANNOTATION))
@@ -349,7 +374,7 @@ async def _place(
         seen = _observed(world, definition, w)
         # per-colony requests left from a spread that was undone: deleted
         todo = [actions.DeleteRequest(str(g["metadata"]["name"])) for _, g in sorted(requests.items())]
-        todo += actions.decide(w, plan, seen, _pin(definition), _phase_of(definition))
+        todo += _guarded(w, partial(actions.decide, w, plan, seen, pin, phase_of))
         work.append(_execute(memo, discovery, world, definition, w, todo))
     for definition, w in dropped:
         requests = spread.get((w.namespace, str(w.obj["metadata"]["uid"])), {})
@@ -367,7 +392,12 @@ def _duplicated_on(obj: Mapping[str, Any]) -> set[str]:
 
 
 def _duplicated(
-    world: Pass, definition: WorkloadDefinition, w: Workload, requests: Mapping[str, Mapping[str, Any]]
+    world: Pass,
+    definition: WorkloadDefinition,
+    w: Workload,
+    requests: Mapping[str, Mapping[str, Any]],
+    pin: actions.Pin,
+    phase_of: actions.PhaseOf,
 ) -> list[actions.Action]:
     """The actions of an object whose policy spreads it (Duplicate), or that was spread and is
     placed on one colony now: the way it was placed is undone first, the next pass places it anew."""
@@ -376,7 +406,7 @@ def _duplicated(
     if w.placed or w.annotations.get(REQUEST_ANNOTATION):
         return actions.unplace(w, _recorded_plan(world, w), _observed(world, definition, w))
     seen = _observed_copies(world, definition, w)
-    return duplicate.decide(w, requests, seen, _pin(definition), _phase_of(definition))
+    return duplicate.decide(w, requests, seen, pin, phase_of)
 
 
 def _observed_copies(world: Pass, definition: WorkloadDefinition, w: Workload) -> dict[str, actions.Observed]:
@@ -393,19 +423,64 @@ def _observed_copies(world: Pass, definition: WorkloadDefinition, w: Workload) -
     return found
 
 
-def _pin(definition: WorkloadDefinition) -> actions.Pin:
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"].get("uid"))
+
+
+def _version(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("uid")), str(meta.get("resourceVersion"))
+
+
+async def _read_phases(
+    sandbox: ExpressionSandbox, world: Pass, selected: Sequence[tuple[WorkloadDefinition, Workload]]
+) -> dict[tuple[str, str], PhaseReading]:
+    """The standard phase of every copy the selected objects have, one batch for the pass."""
+    pairs: dict[tuple[str, str], tuple[WorkloadDefinition, Mapping[str, Any]]] = {}
+    for definition, w in selected:
+        seen = [_observed(world, definition, w), *_observed_copies(world, definition, w).values()]
+        for observed in seen:
+            if observed.copy is not None:
+                pairs[_version(observed.copy)] = (definition, observed.copy)
+    found = await sandbox.read_phases(list(pairs.values()))
+    return dict(zip(pairs, found, strict=True))
+
+
+def _guarded(w: Workload, decide: Callable[[], list[actions.Action]]) -> list[actions.Action]:
+    """The decision, or, when one of the definition's expressions failed on the object or its copy
+    (EvaluationError from pin or phase_of), the failure recorded on the object (the next pass
+    decides again)."""
+    try:
+        return decide()
+    except EvaluationError as error:
+        message = f"placement failed: {error}"
+        log.warning("%s/%s: %s", w.namespace, w.obj["metadata"]["name"], message)
+        if w.annotations.get(MESSAGE_ANNOTATION) == message:
+            return []
+        return [
+            actions.Annotate({MESSAGE_ANNOTATION: message}),
+            actions.Event("PlacementFailed", message, True),
+        ]
+
+
+def _pin(definition: WorkloadDefinition, reading: ObjectReading) -> actions.Pin:
     def pin(obj: Mapping[str, Any], selector: dict[str, str]) -> dict[str, Any]:
         stripped = strip_for_copy(obj)
         if not selector:
             return stripped
-        return pin_to_nodes(definition, stripped, selector, [GPU_TOLERATION])
+        if reading.template_paths is None:
+            raise EvaluationError(reading.paths_error or f"{definition.name}: no pod template paths")
+        return pin_at_paths(stripped, reading.template_paths, selector, [GPU_TOLERATION])
 
     return pin
 
 
-def _phase_of(definition: WorkloadDefinition) -> actions.PhaseOf:
+def _phase_of(phases: Mapping[tuple[str, str], PhaseReading]) -> actions.PhaseOf:
     def phase(copy: Mapping[str, Any]) -> str:
-        return str(workload_phase(definition, copy))
+        reading = phases.get(_version(copy))
+        if reading is None or reading.phase is None:
+            raise EvaluationError((reading.error if reading else None) or "the copy's phase was not read")
+        return reading.phase
 
     return phase
 

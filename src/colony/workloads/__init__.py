@@ -13,5 +13,7 @@ components form a gang. From it, pure functions here compute what a custom resou
 - `pinning`: a copy of the object with every pod template pinned to chosen nodes, and the copy
   stripped of server-set metadata for creating it in another cluster.
 
-Nothing here does I/O except reading the shipped data files; controllers call these functions.
+Nothing here does I/O except reading the shipped data files, and `sandbox`, which runs these
+functions for the operator in a worker process with a time, output and memory bound (user jq
+expressions must never run on the event loop: jq holds the GIL). Controllers call `sandbox`.
 """

@@ -13,9 +13,11 @@ user definition for the same group and kind as a built-in replaces it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -62,7 +64,10 @@ __all__ = [
     "definition_from_manifest",
     "describe_object",
     "evaluate",
+    "expression_fields",
+    "expression_problem",
     "load_builtin_definitions",
+    "spec_fingerprint",
 ]
 
 
@@ -136,6 +141,11 @@ class WorkloadDefinition:
             return tuple(self.spec.gang_groups)
         return (GangGroup(name=DEFAULT_GANG, members=[c.name for c in self.spec.components]),)
 
+    @cached_property
+    def fingerprint(self) -> str:
+        """A digest of the name and spec: equal for equal definitions, whatever object holds them."""
+        return spec_fingerprint(self.name, self.spec.to_wire())
+
     def describes(self, group: str, kind: str) -> bool:
         """Whether this definition is for objects of `group` and `kind`."""
         return self.group == group and self.kind == kind
@@ -148,6 +158,12 @@ class WorkloadDefinition:
             "metadata": {"name": self.name},
             "spec": self.spec.to_wire(),
         }
+
+
+def spec_fingerprint(name: str, spec: Any) -> str:
+    """A digest of a definition's name and (wire) spec, for caches of checks and evaluations."""
+    text = json.dumps([name, jqexpr.plain(spec)], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def describe_object(obj: Mapping[str, Any]) -> str:
@@ -185,9 +201,13 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return text
 
 
-def _expression_problems(spec: WorkloadDefinitionSpec) -> list[str]:
-    """Every jq expression that does not compile, or is not a path expression where one is needed."""
-    expressions: list[tuple[str, str, bool]] = []
+ExpressionField = tuple[str, str, bool]
+"""(field, jq expression, whether it must be a path expression) of one expression of a definition."""
+
+
+def expression_fields(spec: WorkloadDefinitionSpec) -> list[ExpressionField]:
+    """Every jq expression of a definition, with the field it is in and whether it must be a path."""
+    expressions: list[ExpressionField] = []
     for i, component in enumerate(spec.components):
         where = f"spec.components[{i}]"
         expressions += [
@@ -209,19 +229,28 @@ def _expression_problems(spec: WorkloadDefinitionSpec) -> list[str]:
                 expressions.append(
                     (f"spec.status.mappings.{phase}[{j}].expression", matcher.expression, False)
                 )
-    problems = []
-    for field, expression, needs_path in expressions:
-        try:
-            jqexpr.check(expression)
-        except jqexpr.JqError as error:
-            problems.append(f"{field}: jq expression {expression!r} does not compile: {error}")
-            continue
-        if needs_path and not jqexpr.is_path_expression(expression):
-            problems.append(
-                f"{field}: {expression!r} is not a jq path expression (the operator must be able to "
-                "write node selectors where it points)"
-            )
-    return problems
+    return expressions
+
+
+def expression_problem(field: str, expression: str, needs_path: bool) -> str | None:
+    """Why one expression is unusable (does not compile, is not a path expression where one is
+    needed), or None. Evaluates `path(expression)` on null: run it where time is bounded."""
+    try:
+        jqexpr.check(expression)
+    except jqexpr.JqError as error:
+        return f"{field}: jq expression {expression!r} does not compile: {error}"
+    if needs_path and not jqexpr.is_path_expression(expression):
+        return (
+            f"{field}: {expression!r} is not a jq path expression (the operator must be able to "
+            "write node selectors where it points)"
+        )
+    return None
+
+
+def _expression_problems(spec: WorkloadDefinitionSpec) -> list[str]:
+    """Every jq expression that does not compile, or is not a path expression where one is needed."""
+    found = (expression_problem(*entry) for entry in expression_fields(spec))
+    return [problem for problem in found if problem is not None]
 
 
 def _mappings(mappings: StatusMappings) -> tuple[tuple[str, list[StatusMatcher]], ...]:
@@ -273,10 +302,14 @@ def _structure_problems(spec: WorkloadDefinitionSpec) -> list[str]:
     return problems
 
 
-def definition_from_manifest(obj: Mapping[str, Any], *, builtin: bool = False) -> WorkloadDefinition:
+def definition_from_manifest(
+    obj: Mapping[str, Any], *, builtin: bool = False, check_expressions: bool = True
+) -> WorkloadDefinition:
     """Validate a WorkloadDefinition manifest (as applied or as read from the API server).
 
-    Raises `DefinitionError` listing every problem, each with the field it concerns.
+    Raises `DefinitionError` listing every problem, each with the field it concerns. Without
+    `check_expressions`, jq is not called at all: the operator checks a user's expressions in its
+    bounded worker instead (`colony.workloads.sandbox`).
     """
     if not isinstance(obj, Mapping):
         raise DefinitionError(f"a WorkloadDefinition must be a mapping, not {type(obj).__name__}")
@@ -296,7 +329,9 @@ def definition_from_manifest(obj: Mapping[str, Any], *, builtin: bool = False) -
     except ValidationError as error:
         problems += [f"{_loc(e['loc'])}: {e['msg']}" for e in error.errors()]
         raise DefinitionError(f"{label} is invalid: " + "; ".join(problems)) from None
-    problems += _structure_problems(spec) + _expression_problems(spec)
+    problems += _structure_problems(spec)
+    if check_expressions:
+        problems += _expression_problems(spec)
     if problems:
         raise DefinitionError(f"{label} is invalid: " + "; ".join(problems))
     assert isinstance(name, str)

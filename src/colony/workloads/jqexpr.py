@@ -1,11 +1,16 @@
 """Typed wrapper around the `jq` package: compiled-expression cache and evaluation helpers.
 
 Expressions are compiled once per distinct text (an LRU cache), so validating a definition at load
-time also warms the cache for every later evaluation.
+time also warms the cache for every later evaluation. Every evaluation is bounded in its output:
+at most `MAX_OUTPUTS` results of together at most `MAX_OUTPUT_BYTES` (JSON) bytes. Time is bounded
+by the caller: the operator evaluates user expressions only in a worker process it can kill
+(`colony.workloads.sandbox`), because jq runs in C and holds the GIL for as long as it runs.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
@@ -16,12 +21,28 @@ PathKey = str | int
 """One step of a jq path: an object key or an array index."""
 
 
+MAX_OUTPUTS = 10_000
+"""Results one evaluation may yield."""
+MAX_OUTPUT_BYTES = 1024 * 1024
+"""JSON bytes all results of one evaluation may take together."""
+
+
 class JqError(ValueError):
     """A jq expression did not compile or failed on its input."""
 
 
+class OutputTooLarge(JqError):
+    """An evaluation yielded more results, or more bytes, than the bounds allow."""
+
+
+MODULE_DIRECTIVE = re.compile(r"\b(import|include)\s*\"|\bmodule\s*\{")
+"""jq's module directives: `import "x" as $d {search: "/"}` reads any x.json on the filesystem."""
+
+
 @lru_cache(maxsize=2048)
 def _compiled(expression: str) -> Any:
+    if MODULE_DIRECTIVE.search(expression):
+        raise JqError("module directives (import, include, module) are not allowed: they read files")
     try:
         return jq.compile(expression)
     except ValueError as error:
@@ -50,14 +71,42 @@ def plain(value: Any) -> Any:
     return value
 
 
+def output_size(value: Any) -> int:
+    """The length of `value` as compact JSON (a string's length without encoding it)."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if value is None or isinstance(value, bool | int | float):
+        return 8
+    return len(json.dumps(value, separators=(",", ":"), default=str))
+
+
+def _bounded(outputs: Any, expression: str) -> list[Any]:
+    found: list[Any] = []
+    size = 0
+    for output in outputs:
+        size += output_size(output)
+        if len(found) >= MAX_OUTPUTS or size > MAX_OUTPUT_BYTES:
+            raise OutputTooLarge(
+                f"{expression!r} yields more than {MAX_OUTPUTS} results or {MAX_OUTPUT_BYTES} bytes"
+            )
+        found.append(output)
+    return found
+
+
 def evaluate_all(expression: str, value: Any) -> list[Any]:
-    """Every output of the expression on `value` (JSON-like Python data; Mapping views are fine)."""
+    """Every output of the expression on `value` (JSON-like Python data; Mapping views are fine).
+
+    Raises `OutputTooLarge` past the output bounds (`MAX_OUTPUTS`, `MAX_OUTPUT_BYTES`), `JqError`
+    when jq fails.
+    """
     program = _compiled(expression)
     try:
         try:
-            return list(program.input_value(value).all())
+            return _bounded(iter(program.input_value(value)), expression)
         except TypeError:  # not JSON-serialisable as it is: a Mapping view somewhere inside
-            return list(program.input_value(plain(value)).all())
+            return _bounded(iter(program.input_value(plain(value))), expression)
+    except OutputTooLarge:
+        raise
     except ValueError as error:
         raise JqError(_first_line(error)) from None
 

@@ -84,10 +84,22 @@ def pin_to_nodes(
     are appended unless an equal one is already there. Nothing else changes.
     """
     pinned: dict[str, Any] = jqexpr.plain(obj)
-    for path in pod_template_paths(definition, pinned):
+    return pin_at_paths(pinned, pod_template_paths(definition, pinned), node_selector, tolerations)
+
+
+def pin_at_paths(
+    obj: Mapping[str, Any],
+    paths: Sequence[Sequence[jqexpr.PathKey]],
+    node_selector: Mapping[str, str],
+    tolerations: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """`pin_to_nodes` with the pod template paths already found (`pod_template_paths`, computed
+    where user expressions run bounded); paths that lead to no mapping are skipped."""
+    pinned: dict[str, Any] = jqexpr.plain(obj)
+    for path in paths:
         template = jqexpr.get_path(pinned, path)
-        assert isinstance(template, dict)
-        pin_template(template, node_selector, tolerations)
+        if isinstance(template, dict):
+            pin_template(template, node_selector, tolerations)
     return pinned
 
 
