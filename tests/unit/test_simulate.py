@@ -247,7 +247,9 @@ def test_replay_applies_admits_and_completions_in_time_order() -> None:
         ("b", 100.0, 150.0),
         ("c", 150.0, 180.0),
     ]
-    assert scheduler.times == [0.0, 10.0, 20.0, 100.0, 150.0]  # none at 180: nothing pending
+    # none at 20 (nothing ended since 10, which left b blocked: c queues behind it), none at 180
+    # (nothing pending)
+    assert scheduler.times == [0.0, 10.0, 100.0, 150.0]
     assert result.busy_gpu_s == {"a": 4 * 100 + 8 * 50 + 2 * 30}
     assert result.unfinished == () and result.dropped == () and result.preemptions == 0
 

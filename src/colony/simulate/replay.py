@@ -7,6 +7,11 @@ victim, which returns to pending with its original submission time and its full 
 from scratch); as the preemptor can only start once the victim is gone, the scheduler is called
 again at the same time after every pass that preempted. Jobs still pending when nothing runs and
 nothing more arrives are reported as unfinished (the scheduler would never start them).
+
+Work per event: snapshots ask for no estimates (`Snapshot.estimates=False`: the same decisions,
+without the start-time simulation that is most of a pass), and under "fifo" and "priority" a pass
+is skipped when nothing ended since the last one, which left a blocked head, and no arrival since
+outranks that head (the pass would decide nothing: the blocked head blocks all behind it).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from colony.scheduling.queueing.model import (
+    DEFAULT_AGING_S,
     Decisions,
     GpuRequest,
     Placement,
@@ -107,6 +113,9 @@ class _State:
     lost_gpu_s: float = 0.0
     preemptions: int = 0
     calls: int = 0
+    blocked_priority: int | None = None
+    """Strict orders: the highest priority left pending by the last pass, while nothing has ended
+    since (None: the next event needs a pass)."""
 
     def submit(self, key: str) -> None:
         self.pending[key] = self.requests[key]
@@ -122,6 +131,7 @@ class _State:
         heapq.heappush(self.ends, (end, self.rank[key], key, self.generation))
 
     def stop(self, key: str, now_s: float) -> _Run:
+        self.blocked_priority = None
         run = self.running.pop(key)
         for allocation in run.request.placement.nodes:
             self.free[allocation.node] += allocation.gpus
@@ -200,12 +210,18 @@ def replay(
     policy: QueueOrder,
     scheduler: Scheduler | None = None,
     placement_policy: PlacementPolicy = "binpack",
+    aging_s: float = DEFAULT_AGING_S,
+    progress: Callable[[float], None] | None = None,
 ) -> ReplayResult:
-    """Replay `jobs` on `cluster` under queue order `policy`; `scheduler` defaults to the core's."""
+    """Replay `jobs` on `cluster` under queue order `policy`; `scheduler` defaults to the core's.
+
+    `aging_s` is the snapshots' aging (the "shortest" order); `progress`, if given, is called with
+    the simulated time after each event."""
     if scheduler is None:
         from colony.scheduling.queueing.core import schedule
 
         scheduler = schedule
+    fair = policy in ("default", "shortest")
     ordered = sorted(jobs, key=lambda job: job.submit_time_s)
     dropped = tuple(job for job in ordered if not cluster.fits(job.gpus))
     kept = [job for job in ordered if cluster.fits(job.gpus)]
@@ -220,9 +236,11 @@ def replay(
             pending=(),
             nodes=nodes,
             colonies=cluster.colonies(),
-            queues=tenant_queues((job.tenant for job in kept), cluster.gpus) if policy == "default" else (),
+            queues=tenant_queues((job.tenant for job in kept), cluster.gpus) if fair else (),
             placement_policy=placement_policy,
             order=policy,
+            aging_s=aging_s,
+            estimates=False,
         ),
     )
     if len(state.jobs) != len(kept):
@@ -236,9 +254,21 @@ def replay(
         now_s = min(t for t in (next_arrival, next_end) if t is not None)
         state.complete_until(now_s)
         while arrivals < len(kept) and kept[arrivals].submit_time_s <= now_s:
-            state.submit(kept[arrivals].job_id)
+            job = kept[arrivals]
+            state.submit(job.job_id)
+            if (
+                policy == "priority"
+                and state.blocked_priority is not None
+                and (job.priority > state.blocked_priority)
+            ):
+                state.blocked_priority = None
             arrivals += 1
-        _schedule_at(state, scheduler, now_s)
+        if fair or state.blocked_priority is None:
+            _schedule_at(state, scheduler, now_s)
+            if not fair and state.pending:
+                state.blocked_priority = max(r.priority for r in state.pending.values())
+        if progress is not None:
+            progress(now_s)
     return ReplayResult(
         policy=policy,
         cluster=cluster,
