@@ -160,7 +160,20 @@ class _Pass:
 
     def run(self) -> Decisions:
         if self.order in ("default", "shortest"):
+            # without estimates, stop once no node has room for the smallest gang member left to
+            # serve, if nothing can preempt or provision: every later request would only wait
+            stop = (
+                not self.snapshot.estimates
+                and not self.preemptor.any_candidates()
+                and not any(r.auto_provision for r in self.ranked)
+            )
+            smallest = min((r.gpus_per_node for r in self.ranked), default=0)
+            admitted_so_far = -1
             for r in fair_order(self.ranked, self.book, self.cap.types):
+                if stop and admitted_so_far != len(self.admitted):
+                    admitted_so_far = len(self.admitted)
+                    if not any(self.cap.fits_somewhere(t, 1, smallest) for t in self.cap.types):
+                        break
                 self._serve_default(r)
             if self.snapshot.estimates:
                 self._forecast_quota()
