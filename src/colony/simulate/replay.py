@@ -212,23 +212,26 @@ def replay(
     placement_policy: PlacementPolicy = "binpack",
     aging_s: float = DEFAULT_AGING_S,
     progress: Callable[[float], None] | None = None,
+    queues: bool = True,
 ) -> ReplayResult:
     """Replay `jobs` on `cluster` under queue order `policy`; `scheduler` defaults to the core's.
 
     `aging_s` is the snapshots' aging (the "shortest" order); `progress`, if given, is called with
-    the simulated time after each event."""
+    the simulated time after each event; `queues=False` replays "default" and "shortest" without
+    tenant queues (no quota: one queue of all jobs)."""
     if scheduler is None:
         from colony.scheduling.queueing.core import schedule
 
         scheduler = schedule
     fair = policy in ("default", "shortest")
+    quota = fair and queues
     ordered = sorted(jobs, key=lambda job: job.submit_time_s)
     dropped = tuple(job for job in ordered if not cluster.fits(job.gpus))
     kept = [job for job in ordered if cluster.fits(job.gpus)]
     nodes = cluster.nodes()
     state = _State(
         jobs={job.job_id: job for job in kept},
-        requests={job.job_id: to_request(job, cluster, policy) for job in kept},
+        requests={job.job_id: to_request(job, cluster, policy if quota else "fifo") for job in kept},
         rank={job.job_id: i for i, job in enumerate(kept)},
         free={node.name: node.capacity for node in nodes},
         base=Snapshot(
@@ -236,7 +239,7 @@ def replay(
             pending=(),
             nodes=nodes,
             colonies=cluster.colonies(),
-            queues=tenant_queues((job.tenant for job in kept), cluster.gpus) if fair else (),
+            queues=tenant_queues((job.tenant for job in kept), cluster.gpus) if quota else (),
             placement_policy=placement_policy,
             order=policy,
             aging_s=aging_s,
