@@ -11,7 +11,9 @@ nothing more arrives are reported as unfinished (the scheduler would never start
 Work per event: snapshots ask for no estimates (`Snapshot.estimates=False`: the same decisions,
 without the start-time simulation that is most of a pass), and under "fifo" and "priority" a pass
 is skipped when nothing ended since the last one, which left a blocked head, and no arrival since
-outranks that head (the pass would decide nothing: the blocked head blocks all behind it).
+outranks that head (the pass would decide nothing: the blocked head blocks all behind it). Under
+every order a pass is skipped when no node has room for the smallest pending gang member and nothing
+running is evictable (nothing could start or be preempted).
 """
 
 from __future__ import annotations
@@ -138,6 +140,14 @@ class _State:
         held = (now_s - run.request.started_s) * run.request.request.gpus
         self.busy_gpu_s[run.job.tenant] = self.busy_gpu_s.get(run.job.tenant, 0.0) + held
         return run
+
+    def could_start(self) -> bool:
+        """Whether a pass could decide anything: some node has room for the smallest pending gang
+        member, or something running is evictable (replays never auto-provision)."""
+        room = max(self.free.values(), default=0)
+        if any(request.gpus_per_node <= room for request in self.pending.values()):
+            return True
+        return any(run.job.evictable for run in self.running.values())
 
     def next_end(self) -> float | None:
         while self.ends:
@@ -288,7 +298,7 @@ def replay(
 def _schedule_at(state: _State, scheduler: Scheduler, now_s: float) -> None:
     """Call the scheduler at `now_s` until a pass preempts nothing."""
     for _ in range(MAX_PASSES_PER_EVENT):
-        if not state.pending:
+        if not state.pending or not state.could_start():
             return
         decisions = scheduler(state.snapshot(now_s))
         state.calls += 1
