@@ -126,13 +126,7 @@ def _tenants_table(results: list[tuple[ReplayResult, Metrics, float]]) -> Table 
     tenants = sorted({t for _, m, _ in results for t in m.tenant_shares})
     if len(tenants) < 2:
         return None
-    table = Table(
-        title="GPU share per tenant, % of busy GPU-s",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        pad_edge=False,
-    )
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
     table.add_column("tenant", no_wrap=True, max_width=24, overflow="ellipsis")
     for _, m, _ in results:
         table.add_column(m.policy, justify="right", no_wrap=True, min_width=len(m.policy))
@@ -269,4 +263,5 @@ def _print_tables(
     tenants = _tenants_table(results)
     if tenants is not None:
         console.print()
+        console.print("GPU share per tenant, % of busy GPU-s:", highlight=False)
         console.print(tenants)
