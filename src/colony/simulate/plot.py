@@ -77,7 +77,8 @@ def plot_results(results: Sequence[ReplayResult], path: Path, title: str) -> Non
         ax_busy.axhline(results[0].cluster.gpus, color="grey", linestyle=":", linewidth=0.8)
     ax_queue.set(title=title, xlabel="simulated time (days)", ylabel="jobs waiting")
     ax_busy.set(xlabel="simulated time (days)", ylabel="GPUs busy")
-    ax_wait.set(xlabel="wait (hours)", ylabel="fraction of jobs waiting at most that long")
+    ax_wait.set(xlabel="wait (hours, log scale)", ylabel="fraction of jobs")
+    ax_wait.set_xscale("symlog", linthresh=1.0)
     for ax in (ax_queue, ax_busy, ax_wait):
         ax.legend(loc="best")
         ax.grid(alpha=0.3)
