@@ -10,9 +10,10 @@ import os
 import re
 from typing import get_args
 
-from colony.scheduling.queueing.model import PlacementPolicy
+from colony.scheduling.queueing.model import DEFAULT_AGING_S, PlacementPolicy, QueueOrder
 
 PLACEMENT_POLICIES: tuple[str, ...] = get_args(PlacementPolicy)
+QUEUE_POLICIES: tuple[str, ...] = ("default", "shortest")
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no", "")
 
@@ -61,6 +62,22 @@ def placement_policy() -> PlacementPolicy:
     if raw not in PLACEMENT_POLICIES:
         raise SettingsError(f"COLONY_PLACEMENT_POLICY={raw!r} is not one of {', '.join(PLACEMENT_POLICIES)}")
     return raw  # type: ignore[return-value]  # checked against the Literal's values above
+
+
+def queue_policy() -> QueueOrder:
+    """COLONY_QUEUE_POLICY: the scheduler's queue order, `default` (FIFO within a queue) or
+    `shortest` (shortest declared GPU time first, with aging); a GPUQueue's queueingStrategy
+    overrides it for its own requests."""
+    raw = os.environ.get("COLONY_QUEUE_POLICY", "default")
+    if raw not in QUEUE_POLICIES:
+        raise SettingsError(f"COLONY_QUEUE_POLICY={raw!r} is not one of {', '.join(QUEUE_POLICIES)}")
+    return raw  # type: ignore[return-value]  # checked against the allowed values above
+
+
+def queue_aging_seconds() -> float:
+    """COLONY_QUEUE_AGING_SECONDS: after this long waiting, a request of a shortest-first queue is
+    no longer passed by shorter ones (default 21600, 6 h)."""
+    return positive_seconds("COLONY_QUEUE_AGING_SECONDS", DEFAULT_AGING_S)
 
 
 _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$")

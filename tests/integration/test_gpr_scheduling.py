@@ -232,6 +232,40 @@ def test_quota_borrowing_and_reclaim_between_two_teams(
     eventually(team_a_usage, 15)  # queue status follows one pass later
 
 
+def test_a_shortest_first_queue_admits_the_shorter_request_before_an_earlier_longer_one(
+    management: LocalCluster,
+    gpr_cluster: LocalCluster,
+    namespace: str,
+    operator_process: ManagedProcess,
+    cleanup: list[tuple[str, ...]],
+) -> None:
+    queue = {
+        "apiVersion": "infra.exalsius.ai/v1",
+        "kind": "GPUQueue",
+        "metadata": {"name": f"sjf-{namespace[2:]}"},
+        "spec": {
+            "namespaces": [namespace],
+            "quotas": [{"gpuType": "*", "nominal": 64}],
+            "queueingStrategy": "ShortestFirst",
+        },
+    }
+    management.apply([queue])
+    cleanup += [("gpr", "--all", "-n", namespace), ("gpuqueue", queue["metadata"]["name"])]
+    row = management.kubectl("get", "gpuqueue", queue["metadata"]["name"], "--no-headers").stdout
+    assert "ShortestFirst" in row
+    _colony(management, gpr_cluster, namespace)
+    _apply(management, namespace, _gpr("blocker", "H100", 1, 8, exitDuration="15s"))
+    eventually(lambda: _phase(management, namespace, "blocker", "Ready"), 30)
+    _apply(management, namespace, _gpr("long", "H100", 1, 8, exitDuration="10m"))
+    eventually(lambda: _status(management, namespace, "long").get("positionInQueue") == 1, 20)
+    _apply(management, namespace, _gpr("short", "H100", 1, 8, exitDuration="1m"))
+    # submitted later, but 8 GPU-minutes against 80: first in the queue, and admitted first
+    eventually(lambda: _status(management, namespace, "short").get("positionInQueue") == 1, 20)
+    assert _status(management, namespace, "long").get("positionInQueue") == 2
+    eventually(lambda: _phase(management, namespace, "short", "Ready"), 60)
+    assert _status(management, namespace, "long")["phase"] == "Queued"
+
+
 def test_idle_reserved_gpus_are_released_and_used_ones_are_kept(
     management: LocalCluster,
     gpr_cluster: LocalCluster,

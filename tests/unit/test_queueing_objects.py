@@ -90,7 +90,10 @@ def test_queues_and_namespace_mapping() -> None:
     }
     quota = queue_quota(queue)
     assert quota.nominal == {"A100-80GB": 8, "*": 16} and quota.borrowing_limit == {"A100-80GB": 4}
-    assert quota.cohort == "co" and quota.weight == 2.0
+    assert quota.cohort == "co" and quota.weight == 2.0 and quota.strategy == ""
+    shortest = {**queue, "spec": {**queue["spec"], "queueingStrategy": "ShortestFirst"}}
+    fifo = {**queue, "spec": {**queue["spec"], "queueingStrategy": "BestEffortFIFO"}}
+    assert (queue_quota(shortest).strategy, queue_quota(fifo).strategy) == ("shortest", "fifo")
     other = {"metadata": {"name": "b"}, "spec": {"namespaces": ["team", "x"], "quotas": []}}
     assert queues_by_namespace([other, queue]) == {"team": "a", "x": "b"}
 

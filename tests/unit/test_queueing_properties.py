@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterable
+from dataclasses import replace
+from itertools import pairwise
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,11 +25,12 @@ from colony.scheduling.queueing.model import (
     RunningRequest,
     Snapshot,
 )
+from colony.scheduling.queueing.ordering import serve_order
 from colony.scheduling.queueing.timeline import Timeline
 
 NOW = 10_000.0
 TYPES = ("A100", "H100")
-ORDERS = ("fifo", "priority", "default")
+ORDERS = ("fifo", "priority", "default", "shortest")
 POLICIES = ("cheapest", "binpack", "spread", "ordered")
 OFFERS = (
     Offer("aws", "us-east-1", None, "a100.8x", "A100", 8, 96, 1152, 32.0, None),
@@ -72,6 +75,7 @@ def snapshots(
                     cohort="x",
                     borrowing_limit={} if limit is None else {key: limit},
                     weight=draw(st.sampled_from([1.0, 2.0])),
+                    strategy=draw(st.sampled_from(["", "", "fifo", "shortest"])),
                 )
             )
     elif with_queues:
@@ -84,6 +88,7 @@ def snapshots(
                     cohort=draw(st.sampled_from([None, "x", "x"])),
                     borrowing_limit={k: draw(st.integers(0, 8)) for k in keys if draw(st.booleans())},
                     weight=draw(st.sampled_from([1.0, 2.0])),
+                    strategy=draw(st.sampled_from(["", "", "fifo", "shortest"])),
                 )
             )
     queue_names = [] if cohort else [""]
@@ -151,6 +156,7 @@ def snapshots(
         offers=OFFERS if provision else (),
         placement_policy=draw(st.sampled_from(POLICIES)),
         order=draw(st.sampled_from(orders)),
+        aging_s=draw(st.sampled_from([1.0, 9_997.0, 21_600.0])),
     )
 
 
@@ -290,6 +296,7 @@ def _started(s: Snapshot, d: Decisions, leave_out: str | None) -> Snapshot:
         offers=s.offers,
         placement_policy=s.placement_policy,
         order=s.order,
+        aging_s=s.aging_s,
     )
 
 
@@ -301,10 +308,11 @@ def _start(d: Decisions, key: str, now: float) -> float:
 
 
 @SETTINGS
-@given(snapshots(with_queues=False, evictable=False, provision=False, orders=("default",)))
+@given(snapshots(with_queues=False, evictable=False, provision=False, orders=("default", "shortest")))
 def test_a_backfilled_request_never_delays_the_estimated_start_of_a_higher_ranked_one(s: Snapshot) -> None:
     d = schedule(s)
-    rank = {r.key: (-r.priority, r.submitted_s, r.key) for r in s.pending}
+    ranked = serve_order(s.pending, s.order, s.now_s, s.aging_s)
+    rank = {r.key: i for i, r in enumerate(ranked)}
     for admit in d.admitted:
         if not admit.backfilled:
             continue
@@ -326,16 +334,13 @@ def test_decisions_are_deterministic_whatever_the_input_order(s: Snapshot, rng: 
         rng.shuffle(out)
         return out
 
-    again = Snapshot(
-        now_s=s.now_s,
-        pending=tuple(shuffled(s.pending)),  # type: ignore[arg-type]
-        running=tuple(shuffled(s.running)),  # type: ignore[arg-type]
-        nodes=tuple(shuffled(s.nodes)),  # type: ignore[arg-type]
-        colonies=tuple(shuffled(s.colonies)),  # type: ignore[arg-type]
-        queues=tuple(shuffled(s.queues)),  # type: ignore[arg-type]
-        offers=s.offers,
-        placement_policy=s.placement_policy,
-        order=s.order,
+    again = replace(
+        s,
+        pending=tuple(shuffled(s.pending)),
+        running=tuple(shuffled(s.running)),
+        nodes=tuple(shuffled(s.nodes)),
+        colonies=tuple(shuffled(s.colonies)),
+        queues=tuple(shuffled(s.queues)),
     )
     assert schedule(again) == d
 
@@ -380,3 +385,31 @@ def test_timeline_holds_that_pass_the_blocker_check_change_no_placement(
     for key, gpus, start, duration in placed:
         assert replay.peek(gpus, NOW) == start
         replay.commit(key, gpus, start, duration)
+
+
+@SETTINGS
+@given(ANY_SNAPSHOT)
+def test_a_pass_without_estimates_decides_the_same(s: Snapshot) -> None:
+    full = schedule(s)
+    quick = schedule(replace(s, estimates=False))
+    assert quick.admitted == full.admitted
+    assert quick.preemptions == full.preemptions
+    assert quick.provisions == full.provisions
+    assert quick.estimates == {}
+
+
+@SETTINGS
+@given(snapshots(orders=("shortest",)))
+def test_shortest_first_serves_aged_requests_first_then_the_least_gpu_time(s: Snapshot) -> None:
+    ranked = serve_order(s.pending, "shortest", s.now_s, s.aging_s)
+    for a, b in pairwise(ranked):
+        if a.priority != b.priority:
+            assert a.priority > b.priority
+            continue
+        aged_a, aged_b = (s.now_s - r.submitted_s >= s.aging_s for r in (a, b))
+        assert aged_a or not aged_b, "an aged request goes before every younger one"
+        if aged_a and aged_b:
+            assert (a.submitted_s, a.key) <= (b.submitted_s, b.key)
+        elif not aged_a:
+            gpu_time = [math.inf if r.duration_s is None else r.gpus * r.duration_s for r in (a, b)]
+            assert gpu_time[0] <= gpu_time[1]

@@ -22,6 +22,15 @@ def test_defaults_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.placement_kinds() == {"pytorchjobs.kubeflow.org", "jobsets.jobset.x-k8s.io"}
 
 
+def test_queue_policy_and_aging(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLONY_QUEUE_POLICY", raising=False)
+    monkeypatch.delenv("COLONY_QUEUE_AGING_SECONDS", raising=False)
+    assert (settings.queue_policy(), settings.queue_aging_seconds()) == ("default", 21600.0)
+    monkeypatch.setenv("COLONY_QUEUE_POLICY", "shortest")
+    monkeypatch.setenv("COLONY_QUEUE_AGING_SECONDS", "3600")
+    assert (settings.queue_policy(), settings.queue_aging_seconds()) == ("shortest", 3600.0)
+
+
 @pytest.mark.parametrize("policy", ["cheapest", "binpack", "spread", "ordered"])
 def test_every_policy_is_accepted(monkeypatch: pytest.MonkeyPatch, policy: str) -> None:
     monkeypatch.setenv("COLONY_PLACEMENT_POLICY", policy)
@@ -40,6 +49,8 @@ def seconds() -> float:
         ("COLONY_X_SECONDS", "-1", seconds, "above zero"),
         ("COLONY_X_FLAG", "maybe", lambda: settings.flag("COLONY_X_FLAG"), "true or false"),
         ("COLONY_PLACEMENT_KINDS", "PyTorchJob", settings.placement_kinds, "is not plural.group"),
+        ("COLONY_QUEUE_POLICY", "fifo", settings.queue_policy, "is not one of default, shortest"),
+        ("COLONY_QUEUE_AGING_SECONDS", "0", settings.queue_aging_seconds, "above zero"),
     ],
 )
 def test_bad_values_name_the_variable(

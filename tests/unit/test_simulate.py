@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from colony.cli.main import app
+from colony.cli.simulate import human_seconds, parse_duration
 from colony.scheduling.queueing.model import (
     Admit,
     Decisions,
@@ -247,7 +249,9 @@ def test_replay_applies_admits_and_completions_in_time_order() -> None:
         ("b", 100.0, 150.0),
         ("c", 150.0, 180.0),
     ]
-    assert scheduler.times == [0.0, 10.0, 20.0, 100.0, 150.0]  # none at 180: nothing pending
+    # none at 20 (nothing ended since 10, which left b blocked: c queues behind it), none at 180
+    # (nothing pending)
+    assert scheduler.times == [0.0, 10.0, 100.0, 150.0]
     assert result.busy_gpu_s == {"a": 4 * 100 + 8 * 50 + 2 * 30}
     assert result.unfinished == () and result.dropped == () and result.preemptions == 0
 
@@ -421,22 +425,52 @@ def test_real_scheduler_default_order_starts_the_owner_once_its_quota_is_reclaim
 # --- CLI ---
 
 
-def table_rows(stdout: str) -> list[list[str]]:
-    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in stdout.splitlines() if "│" in line]
+GOLDEN = Path(__file__).resolve().parent / "golden" / "simulate-tiresias-60.txt"
+RUN_SECONDS = re.compile(r"(?m)^( \S+ .*\s)(\d+\.\d\d|\d+) $")
 
 
-def test_cli_table_has_one_row_per_policy() -> None:
-    result = runner.invoke(app, ["simulate", str(TRACES / "tiresias-60.csv"), "--gpus", "16"])
+def masked(stdout: str) -> str:
+    """The output with the replay times (last column of the figures) masked: they vary by machine."""
+    return RUN_SECONDS.sub(lambda m: m.group(1) + "X" * len(m.group(2)) + " ", stdout)
+
+
+def test_cli_output_fits_80_columns_and_matches_the_snapshot() -> None:
+    """Short headers, human durations (m/h/d), a tenant table apart from the policies (the trace's one
+    tenant is named "default", like the policy: no tenant table for one tenant)."""
+    args = ["simulate", str(TRACES / "tiresias-60.csv"), "--gpus", "8", "--policy", "fifo"]
+    result = runner.invoke(app, [*args, "--policy", "default", "--policy", "shortest", "--aging", "1h"])
     assert result.exit_code == 0, result.output
-    rows = table_rows(result.stdout)
-    assert [row[0] for row in rows] == ["fifo", "priority", "default"]
-    assert all(row[1] == "60" and row[2] == "0" for row in rows)
-    header = next(line for line in result.stdout.splitlines() if "┃" in line)
-    assert [cell.strip() for cell in header.split("┃")[1:-1]] == [
-        *("policy", "jobs", "dropped", "avg wait", "p95 wait", "avg JCT", "makespan", "util", "preempt"),
-        *("default", "runtime"),
-    ]
-    assert "tiresias-60.csv: 60 jobs on 16 generic GPUs (2 node(s) of 8)" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    out = masked(result.stdout)
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(out)
+    assert GOLDEN.exists(), f"{GOLDEN} is missing: run with UPDATE_GOLDEN=1 to create it"
+    assert out == GOLDEN.read_text(), "output changed; if intended, regenerate with UPDATE_GOLDEN=1"
+
+
+def test_cli_names_jobs_that_cannot_fit_and_shows_tenants_apart(tmp_path: Path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text(HEADER + "a,default,0,4,,100,0,0\nb,fifo,5,2,,60,0,0\nbig,x,5,64,,10,0,0\n")
+    result = runner.invoke(app, ["simulate", str(trace), "--gpus", "8", "--policy", "default"])
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    text = " ".join(result.stdout.split())
+    assert "1 job(s) cannot fit this cluster and were not replayed: big (64 GPUs)." in text
+    assert "GPU share per tenant, % of busy GPU-s" in text
+    assert re.search(r"tenant +default", result.stdout)  # the policy heads the tenant table's column
+    assert re.search(r"(?m)^ default +\d", result.stdout) and re.search(r"(?m)^ fifo +\d", result.stdout)
+
+
+def test_cli_rejects_a_bad_aging() -> None:
+    args = ["simulate", str(TRACES / "tiresias-60.csv"), "--gpus", "8", "--aging", "soon"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert "is not a duration above zero" in result.output
+
+
+def test_human_seconds_and_durations() -> None:
+    assert [human_seconds(s) for s in (95, 750, 18_360, 639_360)] == ["95s", "12.5m", "5.1h", "7.4d"]
+    assert [parse_duration(t) for t in ("300", "90m", "6h", "2d", "1.5h")] == [300, 5400, 21600, 172800, 5400]
 
 
 def test_cli_json_has_the_figures_and_tenant_shares() -> None:
@@ -447,7 +481,7 @@ def test_cli_json_has_the_figures_and_tenant_shares() -> None:
     assert [r["policy"] for r in rows] == ["default", "fifo"]
     keys = {"policy", "jobs", "avg_wait_s", "p95_wait_s", "avg_jct_s", "utilization", "makespan_s"}
     for row in rows:
-        assert keys | {"tenant_shares", "preemptions", "dropped"} <= row.keys()
+        assert keys | {"tenant_shares", "preemptions", "dropped", "p99_wait_s", "dropped_jobs"} <= row.keys()
         assert row["jobs"] + row["unfinished"] == 200 and row["dropped"] == 0
         assert 0 < row["utilization"] <= 1
         assert sum(row["tenant_shares"].values()) == pytest.approx(1.0)
@@ -490,3 +524,40 @@ def test_default_waits_less_than_fifo_at_equal_or_higher_utilization(
     default = figures(TRACES / trace, gpus, limit, "default")
     assert default.avg_wait_s < fifo.avg_wait_s
     assert default.utilization >= fifo.utilization
+
+
+# --- plot ---
+
+
+def test_plot_step_curves_sum_events_in_time_order() -> None:
+    from colony.simulate.plot import queue_and_busy, step_series
+
+    assert step_series([(5.0, 1), (0.0, 2), (5.0, -2), (9.0, -1)]) == ([0.0, 5.0, 9.0], [2, 1, 0])
+    (qt, qv), (bt, bv) = queue_and_busy(replay(TINY, SimCluster(gpus=8, gpus_per_node=4), "fifo"))
+    assert (qt, qv) == ([0.0, 10.0, 20.0, 100.0, 150.0], [0, 1, 2, 1, 0])
+    assert (bt, bv) == ([0.0, 100.0, 150.0, 180.0], [4, 8, 2, 0])
+
+
+def test_cli_plot_writes_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "waits.png"
+    args = ["simulate", str(TRACES / "tiresias-60.csv"), "--gpus", "8", "--plot", str(png)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_plot_without_matplotlib_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a)
+    )
+    args = ["simulate", str(TRACES / "tiresias-60.csv"), "--gpus", "8", "--plot", str(tmp_path / "x.png")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1
+    assert "--plot needs matplotlib: pip install 'colony-operator[plot]'" in result.stderr
+    assert not (tmp_path / "x.png").exists()

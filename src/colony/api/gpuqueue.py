@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -66,6 +66,13 @@ class GPUQueueSpec(ApiModel):
     fair_sharing_weight: float = Field(
         default=1.0, gt=0, description="Share of idle capacity relative to other queues (weighted DRF)."
     )
+    queueing_strategy: Literal["BestEffortFIFO", "ShortestFirst"] | None = Field(
+        default=None,
+        description="Order of the queue's requests among themselves. BestEffortFIFO: submission order, "
+        "with backfill. ShortestFirst: shortest declared GPU time (GPUs x exitDuration) first; a request "
+        "waiting longer than the operator's aging time (COLONY_QUEUE_AGING_SECONDS) goes before younger "
+        "ones, oldest first. Absent: the operator's COLONY_QUEUE_POLICY.",
+    )
 
 
 class GPUQueueUsage(ApiModel):
@@ -98,6 +105,9 @@ GPUQUEUE = ResourceDefinition(
     "to the other queues of its cohort and reclaimed by preemption when needed.",
     printer_columns=(
         PrinterColumn("Cohort", "string", ".spec.cohort", "Cohort that shares idle quota."),
+        PrinterColumn(
+            "Strategy", "string", ".spec.queueingStrategy", "Order within the queue (absent: global)."
+        ),
         PrinterColumn("Pending", "integer", ".status.pending", "Requests waiting."),
         PrinterColumn("Admitted", "integer", ".status.admitted", "Requests holding GPUs."),
         PrinterColumn("Weight", "number", ".spec.fairSharingWeight", "Fair-sharing weight.", priority=1),

@@ -78,6 +78,8 @@ PASS_INTERVAL_S = settings.positive_seconds("COLONY_SCHEDULE_INTERVAL_SECONDS", 
 FOR_GPR_LABEL = "colony.exalsius.ai/for-gpr"
 REQUIRE_QUEUE = settings.flag("COLONY_REQUIRE_QUEUE")
 PLACEMENT_POLICY = settings.placement_policy()
+QUEUE_POLICY = settings.queue_policy()
+QUEUE_AGING_S = settings.queue_aging_seconds()
 CLUSTER_READ_TIMEOUT_S = 5.0
 USAGE_REFRESH_S = 60.0
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -470,6 +472,8 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
         queues=queues,
         offers=tuple(o for o in getattr(memo, "catalog", ()) if o.cloud in SUPPORTED_CLOUDS),
         placement_policy=PLACEMENT_POLICY,
+        order=QUEUE_POLICY,
+        aging_s=QUEUE_AGING_S,
     )
     decisions = await asyncio.to_thread(schedule, snapshot)
     log.info(

@@ -9,10 +9,10 @@ Cluster: `gpus` GPUs on full nodes of `gpus_per_node` (plus one smaller node wit
 of one colony "sim" and one GPU type: the trace's, if all its jobs that name one name the same, else
 "generic". Requests accept any GPU type: on a homogeneous cluster the type constrains nothing.
 
-Queues: for the "default" order, one QueueQuota per tenant, all in one cohort, with nominal quota an
-equal share of the cluster (the first tenants, by name, get one GPU more when it does not divide), so
-idle tenants' quota is lent to busy ones and reclaimed when they need it. No queues (no quota) for
-"fifo" and "priority".
+Queues: for the "default" and "shortest" orders, one QueueQuota per tenant, all in one cohort, with
+nominal quota an equal share of the cluster (the first tenants, by name, get one GPU more when it
+does not divide), so idle tenants' quota is lent to busy ones and reclaimed when they need it. No
+queues (no quota) for "fifo" and "priority".
 """
 
 from __future__ import annotations
@@ -95,11 +95,11 @@ def tenant_queues(tenants: Iterable[str], cluster_gpus: int) -> tuple[QueueQuota
 
 
 def to_request(job: TraceJob, cluster: SimCluster, order: QueueOrder) -> GpuRequest:
-    """The gang request of a trace job; charged to its tenant's queue under the "default" order only."""
+    """The gang request of a trace job; charged to its tenant's queue under "default" and "shortest"."""
     nodes, per_node = cluster.gang(job.gpus)
     return GpuRequest(
         key=job.job_id,
-        queue=job.tenant if order == "default" else "",
+        queue=job.tenant if order in ("default", "shortest") else "",
         priority=job.priority,
         submitted_s=job.submit_time_s,
         gpu_types=(),

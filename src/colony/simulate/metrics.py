@@ -2,7 +2,7 @@
 
 Definitions (completed jobs only; dropped and unfinished jobs are counted, not averaged):
 - wait: start of the run that completed - submission (= JCT - duration, since preempted jobs restart
-  from scratch); p95 by the nearest-rank method (the ceil(0.95 n)-th smallest);
+  from scratch); p95 and p99 by the nearest-rank method (the ceil(0.95 n)-th smallest);
 - JCT: completion - submission;
 - makespan: last completion - first submission;
 - utilization: busy GPU-seconds / (cluster GPUs x makespan), where busy counts the GPUs each gang
@@ -30,6 +30,7 @@ class Metrics:
     unfinished: int
     avg_wait_s: float
     p95_wait_s: float
+    p99_wait_s: float
     max_wait_s: float
     avg_jct_s: float
     makespan_s: float
@@ -48,6 +49,7 @@ class Metrics:
             "unfinished": self.unfinished,
             "avg_wait_s": self.avg_wait_s,
             "p95_wait_s": self.p95_wait_s,
+            "p99_wait_s": self.p99_wait_s,
             "max_wait_s": self.max_wait_s,
             "avg_jct_s": self.avg_jct_s,
             "makespan_s": self.makespan_s,
@@ -91,6 +93,7 @@ def compute_metrics(result: ReplayResult) -> Metrics:
         unfinished=len(result.unfinished),
         avg_wait_s=mean(waits),
         p95_wait_s=percentile(waits, 0.95),
+        p99_wait_s=percentile(waits, 0.99),
         max_wait_s=max(waits, default=0.0),
         avg_jct_s=mean(jcts),
         makespan_s=makespan,

@@ -7,6 +7,13 @@ victim, which returns to pending with its original submission time and its full 
 from scratch); as the preemptor can only start once the victim is gone, the scheduler is called
 again at the same time after every pass that preempted. Jobs still pending when nothing runs and
 nothing more arrives are reported as unfinished (the scheduler would never start them).
+
+Work per event: snapshots ask for no estimates (`Snapshot.estimates=False`: the same decisions,
+without the start-time simulation that is most of a pass), and under "fifo" and "priority" a pass
+is skipped when nothing ended since the last one, which left a blocked head, and no arrival since
+outranks that head (the pass would decide nothing: the blocked head blocks all behind it). Under
+every order a pass is skipped when no node has room for the smallest pending gang member and nothing
+running is evictable (nothing could start or be preempted).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from colony.scheduling.queueing.model import (
+    DEFAULT_AGING_S,
     Decisions,
     GpuRequest,
     Placement,
@@ -107,6 +115,9 @@ class _State:
     lost_gpu_s: float = 0.0
     preemptions: int = 0
     calls: int = 0
+    blocked_priority: int | None = None
+    """Strict orders: the highest priority left pending by the last pass, while nothing has ended
+    since (None: the next event needs a pass)."""
 
     def submit(self, key: str) -> None:
         self.pending[key] = self.requests[key]
@@ -122,12 +133,21 @@ class _State:
         heapq.heappush(self.ends, (end, self.rank[key], key, self.generation))
 
     def stop(self, key: str, now_s: float) -> _Run:
+        self.blocked_priority = None
         run = self.running.pop(key)
         for allocation in run.request.placement.nodes:
             self.free[allocation.node] += allocation.gpus
         held = (now_s - run.request.started_s) * run.request.request.gpus
         self.busy_gpu_s[run.job.tenant] = self.busy_gpu_s.get(run.job.tenant, 0.0) + held
         return run
+
+    def could_start(self) -> bool:
+        """Whether a pass could decide anything: some node has room for the smallest pending gang
+        member, or something running is evictable (replays never auto-provision)."""
+        room = max(self.free.values(), default=0)
+        if any(request.gpus_per_node <= room for request in self.pending.values()):
+            return True
+        return any(run.job.evictable for run in self.running.values())
 
     def next_end(self) -> float | None:
         while self.ends:
@@ -200,19 +220,28 @@ def replay(
     policy: QueueOrder,
     scheduler: Scheduler | None = None,
     placement_policy: PlacementPolicy = "binpack",
+    aging_s: float = DEFAULT_AGING_S,
+    progress: Callable[[float], None] | None = None,
+    queues: bool = True,
 ) -> ReplayResult:
-    """Replay `jobs` on `cluster` under queue order `policy`; `scheduler` defaults to the core's."""
+    """Replay `jobs` on `cluster` under queue order `policy`; `scheduler` defaults to the core's.
+
+    `aging_s` is the snapshots' aging (the "shortest" order); `progress`, if given, is called with
+    the simulated time after each event; `queues=False` replays "default" and "shortest" without
+    tenant queues (no quota: one queue of all jobs)."""
     if scheduler is None:
         from colony.scheduling.queueing.core import schedule
 
         scheduler = schedule
+    fair = policy in ("default", "shortest")
+    quota = fair and queues
     ordered = sorted(jobs, key=lambda job: job.submit_time_s)
     dropped = tuple(job for job in ordered if not cluster.fits(job.gpus))
     kept = [job for job in ordered if cluster.fits(job.gpus)]
     nodes = cluster.nodes()
     state = _State(
         jobs={job.job_id: job for job in kept},
-        requests={job.job_id: to_request(job, cluster, policy) for job in kept},
+        requests={job.job_id: to_request(job, cluster, policy if quota else "fifo") for job in kept},
         rank={job.job_id: i for i, job in enumerate(kept)},
         free={node.name: node.capacity for node in nodes},
         base=Snapshot(
@@ -220,9 +249,11 @@ def replay(
             pending=(),
             nodes=nodes,
             colonies=cluster.colonies(),
-            queues=tenant_queues((job.tenant for job in kept), cluster.gpus) if policy == "default" else (),
+            queues=tenant_queues((job.tenant for job in kept), cluster.gpus) if quota else (),
             placement_policy=placement_policy,
             order=policy,
+            aging_s=aging_s,
+            estimates=False,
         ),
     )
     if len(state.jobs) != len(kept):
@@ -236,9 +267,21 @@ def replay(
         now_s = min(t for t in (next_arrival, next_end) if t is not None)
         state.complete_until(now_s)
         while arrivals < len(kept) and kept[arrivals].submit_time_s <= now_s:
-            state.submit(kept[arrivals].job_id)
+            job = kept[arrivals]
+            state.submit(job.job_id)
+            if (
+                policy == "priority"
+                and state.blocked_priority is not None
+                and (job.priority > state.blocked_priority)
+            ):
+                state.blocked_priority = None
             arrivals += 1
-        _schedule_at(state, scheduler, now_s)
+        if fair or state.blocked_priority is None:
+            _schedule_at(state, scheduler, now_s)
+            if not fair and state.pending:
+                state.blocked_priority = max(r.priority for r in state.pending.values())
+        if progress is not None:
+            progress(now_s)
     return ReplayResult(
         policy=policy,
         cluster=cluster,
@@ -255,7 +298,7 @@ def replay(
 def _schedule_at(state: _State, scheduler: Scheduler, now_s: float) -> None:
     """Call the scheduler at `now_s` until a pass preempts nothing."""
     for _ in range(MAX_PASSES_PER_EVENT):
-        if not state.pending:
+        if not state.pending or not state.could_start():
             return
         decisions = scheduler(state.snapshot(now_s))
         state.calls += 1

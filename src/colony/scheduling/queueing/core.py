@@ -14,6 +14,10 @@ measured 64-minute waits). The rules:
    weight; counting its head request as Kueue does, so an owner within its nominal goes before a
    borrower; recomputed as the pass admits, from a heap refreshed lazily), FIFO within a queue, and
    between queues of equal share the earlier-submitted head; backfill and preemption as below.
+   "shortest": as "default", but within a queue by declared GPU time (GPUs x duration_s, unknown
+   last), except that requests waiting snapshot.aging_s or longer go first, oldest first (aging);
+   a QueueQuota.strategy ("fifo" or "shortest") overrides the within-queue order of its queue under
+   "default" and "shortest" (ordering.serve_order). Rules 5 and 6 apply to both.
 3. Quota: a request fits its queue if, for each of its keys, usage + gpus <= nominal, or beyond
    nominal when the cohort's unused nominal (net of what other queues already borrow) covers it and
    the excess stays within borrowing_limit (missing: unlimited). Never beyond these limits: a queue
@@ -49,7 +53,9 @@ measured 64-minute waits). The rules:
    victims are gone), None when provisioned or unknown. Only the first ESTIMATE_LIMIT waiting
    requests in pass order are estimated; the rest get None and, in "default", close their GPU types
    to the requests behind them.
-9. Deterministic: no clock, no hash- or dict-order dependence; shuffled inputs give equal Decisions.
+9. snapshot.estimates=False skips the estimates of rule 8 (Decisions.estimates is empty); the
+   admissions, preemptions and provisions are the same.
+10. Deterministic: no clock, no hash- or dict-order dependence; shuffled inputs give equal Decisions.
 
 Interpretations: requests that can never start here (invalid shape, missing queue, a gang larger
 than any colony or than its quota can ever give) wait with that reason and block nobody, in every
@@ -110,7 +116,8 @@ class _Pass:
         self.snapshot = snapshot
         self.now = snapshot.now_s
         self.order = snapshot.order
-        ranked = serve_order(snapshot.pending, self.order)
+        strategies = {q.name: q.strategy for q in snapshot.queues if q.strategy}
+        ranked = serve_order(snapshot.pending, self.order, self.now, snapshot.aging_s, strategies)
         keys = {r.key for r in ranked}
         if len(keys) < len(ranked):  # keys should be unique; keep the first of each in serve order
             first: dict[str, GpuRequest] = {}
@@ -152,12 +159,28 @@ class _Pass:
     # -- the pass ---------------------------------------------------------------------------------
 
     def run(self) -> Decisions:
-        if self.order == "default":
+        if self.order in ("default", "shortest"):
+            # without estimates, stop once no node has room for the smallest gang member left to
+            # serve, if nothing can preempt or provision: every later request would only wait
+            stop = (
+                not self.snapshot.estimates
+                and not self.preemptor.any_candidates()
+                and not any(r.auto_provision for r in self.ranked)
+            )
+            smallest = min((r.gpus_per_node for r in self.ranked), default=0)
+            admitted_so_far = -1
             for r in fair_order(self.ranked, self.book, self.cap.types):
+                if stop and admitted_so_far != len(self.admitted):
+                    admitted_so_far = len(self.admitted)
+                    if not any(self.cap.fits_somewhere(t, 1, smallest) for t in self.cap.types):
+                        break
                 self._serve_default(r)
-            self._forecast_quota()
+            if self.snapshot.estimates:
+                self._forecast_quota()
         else:
             self._serve_strict()
+        if not self.snapshot.estimates:
+            return Decisions(tuple(self.admitted), tuple(self.provisions), tuple(self.preemptions))
         admitted = {a.key for a in self.admitted}
         estimates: dict[str, Estimate] = {}
         position: dict[str, int] = {}  # per queue, in the order the pass served them
@@ -267,6 +290,8 @@ class _Pass:
         behind: list[tuple[GpuRequest, list[str]]] = []
         for r in self.ranked:
             if head is not None:
+                if not self.snapshot.estimates:
+                    break  # nothing behind a blocked head is decided
                 types = self._admissible(r, may_provision=False)
                 if types is not None:
                     self._wait(
@@ -302,7 +327,7 @@ class _Pass:
             else:
                 self._wait(r, reason)
             head = (r, [t for t, _ in ok] or list(types), not ok)
-        if head is not None:
+        if head is not None and self.snapshot.estimates:
             self._estimate_strict(head, behind)
 
     def _estimate_strict(

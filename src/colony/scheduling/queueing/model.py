@@ -17,11 +17,22 @@ binpack: the nodes with the least free GPUs that still fit (keeps big holes for 
 spread: the nodes with the most free GPUs;
 ordered: fill-and-spill, colonies in their `order`, the first one with room."""
 
-QueueOrder = Literal["fifo", "priority", "default"]
+QueueOrder = Literal["fifo", "priority", "default", "shortest"]
 """fifo: submission order only, the head blocks everything behind it (no backfill, no preemption);
 priority: strict priority then FIFO, the head blocks (no backfill, no preemption);
 default: strict priority, weighted DRF between queues at equal priority, FIFO within, backfill by
-declared durations, preemption of evictable lower-priority requests and reclaim of lent quota."""
+declared durations, preemption of evictable lower-priority requests and reclaim of lent quota;
+shortest: as default, but within a queue the shortest declared GPU time (GPUs x duration) first,
+with aging: a request waiting `Snapshot.aging_s` or longer goes before every younger one of its
+priority and queue, oldest first (see ordering.serve_order)."""
+
+QueueStrategy = Literal["", "fifo", "shortest"]
+"""Order within one queue (QueueQuota.strategy) under the "default" and "shortest" orders:
+"" = the snapshot's order decides (FIFO under "default", shortest-first under "shortest");
+fifo = submission order; shortest = shortest declared GPU time first, with aging."""
+
+DEFAULT_AGING_S = 6 * 3600.0
+"""Snapshot.aging_s unless set: a request waiting this long stops being passed by shorter ones."""
 
 ANY_GPU_TYPE = "*"
 """A quota key that counts GPUs of every type."""
@@ -152,6 +163,8 @@ class QueueQuota:
     cohort: str | None = None
     borrowing_limit: Mapping[str, int] = field(default_factory=dict)
     weight: float = 1.0
+    strategy: QueueStrategy = ""
+    """Order of its requests among themselves (see QueueStrategy); "" = the snapshot's order."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +180,12 @@ class Snapshot:
     offers: tuple[Offer, ...] = ()
     placement_policy: PlacementPolicy = "cheapest"
     order: QueueOrder = "default"
+    aging_s: float = DEFAULT_AGING_S
+    """Shortest-first aging: after this long waiting, a request is served in FIFO order ahead of the
+    younger requests of its priority and queue (bounds its wait; see docs/scheduling.md)."""
+    estimates: bool = True
+    """False: decide only (Decisions.estimates stays empty; admissions, preemptions and provisions
+    are the same). Replays need no estimates, and computing them is most of a pass."""
 
 
 class Admit(Value):

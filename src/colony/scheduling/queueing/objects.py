@@ -23,6 +23,7 @@ from colony.scheduling.queueing.model import (
     NodeAllocation,
     Placement,
     QueueQuota,
+    QueueStrategy,
     RunningRequest,
 )
 from colony.status.cost import parse_time
@@ -129,7 +130,12 @@ def queue_quota(queue: Mapping[str, Any]) -> QueueQuota:
             if q.get("borrowingLimit") is not None
         },
         weight=float(spec.get("fairSharingWeight", 1.0)),
+        strategy=_STRATEGIES.get(spec.get("queueingStrategy") or "", ""),
     )
+
+
+_STRATEGIES: dict[str, QueueStrategy] = {"BestEffortFIFO": "fifo", "ShortestFirst": "shortest"}
+"""GPUQueue spec.queueingStrategy -> QueueQuota.strategy (absent or unknown: the global order)."""
 
 
 def _quota_type(gpu_type: str) -> str:
