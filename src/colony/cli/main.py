@@ -121,15 +121,18 @@ def operator(
         int | None,
         typer.Option(
             "--webhook-port",
+            metavar="PORT",
             help="Serve the validating admission webhook of WorkloadDefinitions on this port (HTTPS).",
         ),
     ] = None,
     webhook_cert_dir: Annotated[
         Path,
-        typer.Option("--webhook-cert-dir", help="Directory with the webhook's tls.crt and tls.key."),
+        typer.Option(
+            "--webhook-cert-dir", metavar="DIR", help="Directory with the webhook's tls.crt and tls.key."
+        ),
     ] = Path("/etc/colony/webhook"),
     webhook_addr: Annotated[
-        str, typer.Option("--webhook-addr", help="Address the webhook listens on.")
+        str, typer.Option("--webhook-addr", metavar="ADDR", help="Address the webhook listens on.")
     ] = "0.0.0.0",
 ) -> None:
     """Run the operator (the Helm chart's Deployment runs this).
