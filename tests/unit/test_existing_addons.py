@@ -165,3 +165,15 @@ def test_kubeconfig_file_is_private_and_removed_after_use() -> None:
         private_kubeconfig({**GOOD, "users": [{"name": "u", "user": {"exec": {}}}]}),
     ):
         pass
+
+
+def test_the_existing_cluster_example_plans_its_addons() -> None:
+    """examples/colony-existing.yaml (NOTES.txt's first colony) is valid and gets Volcano by Helm."""
+    import yaml
+
+    from tests.unit.test_cli_render import EXAMPLES
+
+    document = yaml.safe_load((EXAMPLES / "colony-existing.yaml").read_text())
+    plans, refused = plan(document["spec"])
+    assert refused == {} and [(p.dependency, p.cluster) for p in plans] == [("volcano-sh", "main")]
+    assert plans[0].kubeconfig_secret == "my-cluster-kubeconfig"
