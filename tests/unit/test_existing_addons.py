@@ -67,6 +67,10 @@ def test_spec_hash_changes_with_version_and_values_only() -> None:
     valued = plan(existing_spec([], [extra("demo", version="0.1.0", valuesTemplate="a: 1")]))[0][0]
     assert base.spec_hash == same.spec_hash
     assert len({base.spec_hash, newer.spec_hash, valued.spec_hash}) == 3
+    twins = plan(
+        existing_spec([], [extra("demo", version="0.1"), extra("twin", chartName="demo", version="0.1")])
+    )
+    assert twins[0][0].spec_hash != twins[0][1].spec_hash  # same chart and values, another release
     assert valued.values == {"a": 1}
 
 

@@ -116,7 +116,8 @@ class ExistingClusterAddons:
         release = owned.get((plan.namespace, plan.release_name))
         if release is not None and self._applied.get(key) != plan.spec_hash:
             try:  # after a restart: the release label tells whether it is up to date
-                if await client.releases(colony.uid, plan.spec_hash):
+                matching = await client.releases(colony.uid, plan.spec_hash)
+                if any((r.namespace, r.name) == (plan.namespace, plan.release_name) for r in matching):
                     self._applied[key] = plan.spec_hash
             except Exception as error:
                 return seen(False, f"helm list failed on {plan.cluster}: {_short(error)}")

@@ -66,6 +66,7 @@ class HelmReleasePlan:
         """A digest of everything that, changed, needs a `helm upgrade` (kept as a release label)."""
         wire = json.dumps(
             [
+                self.release_name,
                 self.chart_ref,
                 self.repo,
                 self.version,
