@@ -53,7 +53,12 @@ def addon_catalog_text() -> str:
 
 
 def _of_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [doc for doc in docs if doc["kind"] == kind]
+    """The chart's objects of `kind`, without the tenants' aggregated roles (userRoles)."""
+    return [doc for doc in docs if doc["kind"] == kind and not _tenant_role(doc)]
+
+
+def _tenant_role(doc: dict[str, Any]) -> bool:
+    return bool(doc["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "tenant-role")
 
 
 # -- pure checks (no control plane) ----------------------------------------------------------------
@@ -117,6 +122,11 @@ def test_chart_lints_strictly(tools: Tools, values: str) -> None:
         "watchNamespaces={Bad_Name}",
         "serviceMonitor.interval=often",
         "placement.kinds={PyTorchJob}",
+        "livenessProbe.periodSeconds=0",
+        "readinessProbe.unknown=1",
+        "networkPolicy.apiServerPorts={0}",
+        "networkPolicy.apiServerCIDRs={not-a-cidr}",
+        "crds.install=maybe",
     ],
 )
 def test_schema_rejects_bad_values(tools: Tools, setting: str) -> None:
@@ -300,7 +310,7 @@ def test_chart_templates_apply_in_dry_run(
     kinds = {doc["kind"] for doc in yaml.safe_load_all(text) if doc}
     assert {"CustomResourceDefinition", "Deployment", "ServiceAccount", "ClusterRole", "Service"} <= kinds
     if values == "all-options":
-        assert {"ServiceMonitor", "HelmChartProxy", "Role", "RoleBinding"} <= kinds
+        assert {"ServiceMonitor", "HelmChartProxy", "Role", "RoleBinding", "NetworkPolicy"} <= kinds
     applied = management.kubectl(
         "apply", "--dry-run=server", "-f", "-", input_text=text
     )  # namespaces are in the manifests
@@ -316,6 +326,9 @@ def test_helm_install_dry_run_prints_notes(tools: Tools, management: LocalCluste
         "--namespace",
         namespace,
         "--dry-run=server",
+        # the shared management cluster's CRDs were applied by the fixture, not by Helm: adopt them
+        # (the documented path for CRDs installed before they were templates of the chart)
+        "--take-ownership",
         "--kubeconfig",
         str(management.kubeconfig_path),
         "--set",
@@ -328,3 +341,86 @@ def test_helm_install_dry_run_prints_notes(tools: Tools, management: LocalCluste
     assert "watches every namespace" in notes
     assert f"ConfigMap {namespace}/gpu-offers" in notes
     assert "volcano-sh" in notes
+
+
+# -- security contexts, probes, spreading, NetworkPolicy, tenant roles --------------------------------
+
+
+def _pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = _of_kind(docs, "Deployment")
+    pod: dict[str, Any] = deployment["spec"]["template"]["spec"]
+    return pod
+
+
+def test_security_contexts_are_overridable_for_openshift(tools: Tools) -> None:
+    """restricted-v2 assigns the UID: dropping runAsUser/runAsGroup/fsGroup keeps the rest hardened."""
+    unset = [
+        f"{ctx}.{key}=null"
+        for ctx in ("podSecurityContext", "containerSecurityContext")
+        for key in ("runAsUser", "runAsGroup")
+    ]
+    args = [arg for setting in [*unset, "podSecurityContext.fsGroup=null"] for arg in ("--set", setting)]
+    pod = _pod(render(tools, "colony-system", *args))
+    container = pod["containers"][0]["securityContext"]
+    assert not {"runAsUser", "runAsGroup", "fsGroup"} & set(pod["securityContext"])
+    assert not {"runAsUser", "runAsGroup"} & set(container)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["readOnlyRootFilesystem"] is True and container["capabilities"] == {"drop": ["ALL"]}
+    assert container["allowPrivilegeEscalation"] is False
+
+
+def test_probes_and_topology_spread_are_configurable(tools: Tools) -> None:
+    pod = _pod(render(tools, "colony-system", "-f", str(ALL_OPTIONS)))
+    container = pod["containers"][0]
+    assert container["livenessProbe"]["periodSeconds"] == 30
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["failureThreshold"] == 6
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    defaults = _pod(render(tools, "colony-system"))
+    assert defaults["containers"][0]["livenessProbe"]["initialDelaySeconds"] == 10
+    assert "topologySpreadConstraints" not in defaults
+
+
+def test_network_policy_allows_only_dns_api_servers_and_metrics(tools: Tools) -> None:
+    assert not _of_kind(render(tools, "colony-system"), "NetworkPolicy")
+    (policy,) = _of_kind(render(tools, "colony-system", "-f", str(ALL_OPTIONS)), "NetworkPolicy")
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert spec["ingress"] == [
+        {
+            "ports": [{"port": "metrics", "protocol": "TCP"}],
+            "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+        }
+    ]
+    dns, api = spec["egress"][:2]
+    assert {p["port"] for p in dns["ports"]} == {53}
+    assert {"port": 6443, "protocol": "TCP"} in api["ports"]
+    assert {"port": 30000, "endPort": 32767, "protocol": "TCP"} in api["ports"]
+    assert api["to"] == [{"ipBlock": {"cidr": "10.0.0.0/8"}}]
+
+
+TENANT_KINDS = {"colonies", "gpuprovisioningrequests", "ddpjobs"}
+ADMIN_KINDS = {"gpuqueues", "placementpolicies", "workloaddefinitions", "colonyshares"}
+
+
+def test_tenant_roles_aggregate_and_never_grant_admin_kinds(tools: Tools) -> None:
+    roles = {d["metadata"]["name"]: d for d in render(tools, "colony-system") if _tenant_role(d)}
+    editor, viewer = roles["colony-colony-operator-editor"], roles["colony-colony-operator-viewer"]
+    assert editor["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert editor["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    assert viewer["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    for role in (editor, viewer):
+        resources = {r.split("/")[0] for rule in role["rules"] for r in rule["resources"]}
+        assert resources == TENANT_KINDS and not resources & ADMIN_KINDS
+        assert not any("*" in entry for rule in role["rules"] for field in rule.values() for entry in field)
+        status_writes = [
+            r
+            for r in role["rules"]
+            if any("/" in x for x in r["resources"])
+            and r["verbs"] != ["get"]
+            and set(r["verbs"]) - {"get", "list", "watch"}
+        ]
+        assert not status_writes, "tenants never write status"
+    assert {v for rule in viewer["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
+    none = render(tools, "colony-system", "--set", "userRoles.create=false")
+    assert not [d for d in none if _tenant_role(d)]

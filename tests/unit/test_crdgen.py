@@ -36,7 +36,7 @@ def _schema(resource: ResourceDefinition) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("resource", RESOURCES, ids=lambda r: r.kind)
-@pytest.mark.parametrize("directory", ["crds", "charts/colony-operator/crds"])
+@pytest.mark.parametrize("directory", ["crds", "charts/colony-operator/files/crds"])
 def test_checked_in_crd_matches_models(resource: ResourceDefinition, directory: str) -> None:
     path = REPO / directory / crd_file_name(resource)
     assert path.read_text() == render_crd_yaml(resource), f"{path} is stale: run `make crds`"

@@ -164,7 +164,9 @@ def operator(
         raise typer.Exit(2) from None
 
 
-CRD_DIRS = (Path("crds"), Path("charts/colony-operator/crds"))
+# The chart keeps its copy in files/crds/: templates/crds.yaml installs it as templates, so `helm
+# upgrade` updates the CRDs (Helm never upgrades a chart's crds/ directory).
+CRD_DIRS = (Path("crds"), Path("charts/colony-operator/files/crds"))
 
 
 @app.command(hidden=True)

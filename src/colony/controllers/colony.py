@@ -28,12 +28,15 @@ from colony.controllers.colony_children import (
     desired_objects,
     prune,
 )
+from colony.controllers.existing_addons import ExistingClusterAddons, ReleaseObservation
 from colony.kube.colony_clusters import ClusterAccessError, ColonyClusterClients
 from colony.kube.config import default_api_client
+from colony.kube.helm import find_helm
 from colony.kube.resources import Conflict, Kube
 from colony.pricing.operator_catalog import load_operator_catalog
 from colony.render.colony import render_colony
 from colony.render.contract import ColonyRef, HostedControlPlanePorts, RenderedColony
+from colony.render.existing_addons import plan_existing_releases
 from colony.render.labels import COLONY_LABEL
 from colony.render.resources import hosted_clusters, hosted_ports
 from colony.status.colony import AddonObservation, ClusterObservation, colony_status
@@ -55,11 +58,13 @@ async def connect(memo: kopf.Memo, **_: Any) -> None:
     memo.kube = Kube(await default_api_client())
     memo.colony_clients = ColonyClusterClients(memo.kube, allow_unsafe=ALLOW_UNSAFE_KUBECONFIGS)
     memo.catalog = await load_operator_catalog(memo.kube)
+    memo.existing_addons = ExistingClusterAddons(memo.kube, find_helm())
 
 
 @kopf.on.cleanup()
 async def disconnect(memo: kopf.Memo, **_: Any) -> None:
-    """Close every client."""
+    """Stop helm runs and close every client."""
+    await memo.existing_addons.close()
     await memo.colony_clients.close()
     await memo.kube.api.close()
 
@@ -84,8 +89,9 @@ async def _render(memo: kopf.Memo, body: Mapping[str, Any], spec: ColonySpec) ->
 
 
 async def _observe(
-    memo: kopf.Memo, namespace: str, colony: str, rendered: RenderedColony
+    memo: kopf.Memo, ref: ColonyRef, spec: ColonySpec, rendered: RenderedColony
 ) -> tuple[dict[str, ClusterObservation], list[AddonObservation]]:
+    namespace, colony = ref.namespace, ref.name
     kube: Kube = memo.kube
     clients: ColonyClusterClients = memo.colony_clients
     capi = {
@@ -107,12 +113,23 @@ async def _observe(
             except ClusterAccessError as access:
                 error, refused = str(access), access.refused_field
         observations[cluster.cluster_name] = ClusterObservation(capi_cluster, inventory, error, refused)
-    return observations, await _observe_addons(kube, namespace, rendered)
+    plans, not_installable = plan_existing_releases(ref, spec, rendered)
+    existing: ExistingClusterAddons = memo.existing_addons
+    helm_releases = await existing.observe(ref, rendered.clusters, plans)
+    return observations, await _observe_addons(kube, namespace, rendered, helm_releases, not_installable)
 
 
-async def _observe_addons(kube: Kube, namespace: str, rendered: RenderedColony) -> list[AddonObservation]:
-    """Aggregate the HelmReleaseProxies CAAPH created for each HelmChartProxy."""
+async def _observe_addons(
+    kube: Kube,
+    namespace: str,
+    rendered: RenderedColony,
+    helm_releases: list[ReleaseObservation],
+    refused: dict[str, str],
+) -> list[AddonObservation]:
+    """Aggregate, per HelmChartProxy, the HelmReleaseProxies CAAPH created (Cluster API clusters)
+    and the releases the operator installed itself (existing clusters)."""
     addons = []
+    capi_clusters = any(c.capi_cluster_name is not None for c in rendered.clusters)
     for proxy in rendered.addons:
         name = proxy["metadata"]["name"]
         dependency = proxy["metadata"].get("labels", {}).get("colony.exalsius.ai/addon", name)
@@ -129,12 +146,18 @@ async def _observe_addons(kube: Kube, namespace: str, rendered: RenderedColony) 
                 for c in (r.get("status") or {}).get("conditions") or []
             )
         ]
-        if not releases:
+        own = [r for r in helm_releases if r.helm_chart_proxy == name]
+        problems = [f"not ready: {', '.join(not_ready)}"] if not_ready else []
+        problems += [r.message for r in own if not r.ready]
+        if name in refused:
+            problems.append(refused[name])
+        deployed = len(releases) + len(own)
+        if problems:
+            addons.append(AddonObservation(dependency, name, False, "; ".join(problems)))
+        elif not deployed or (capi_clusters and not releases):
             addons.append(AddonObservation(dependency, name, False, "no Helm release yet"))
-        elif not_ready:
-            addons.append(AddonObservation(dependency, name, False, f"not ready: {', '.join(not_ready)}"))
         else:
-            addons.append(AddonObservation(dependency, name, True, f"deployed on {len(releases)} cluster(s)"))
+            addons.append(AddonObservation(dependency, name, True, f"deployed on {deployed} cluster(s)"))
     return addons
 
 
@@ -146,7 +169,8 @@ async def _status(
     conditions: list[dict[str, Any]],
 ) -> dict[str, Any]:
     meta = body["metadata"]
-    observations, addons = await _observe(memo, meta["namespace"], meta["name"], rendered)
+    ref = ColonyRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
+    observations, addons = await _observe(memo, ref, spec, rendered)
     status = colony_status(
         rendered, observations, addons, previous_conditions=conditions, generation=meta.get("generation")
     )
@@ -254,6 +278,19 @@ def _record_transition(body: Mapping[str, Any], old: Mapping[str, Any], new: Map
         events.post(body, f"Colony{new['phase']}", ready.get("message", new["phase"]), warning=warning)
 
 
+async def _remove_existing_addons(memo: kopf.Memo, body: Mapping[str, Any]) -> list[str]:
+    """Uninstall the releases the operator installed on the colony's existing clusters."""
+    try:
+        parsed = ColonySpec.model_validate(dict(body["spec"]))
+    except ValueError:
+        return []
+    meta = body["metadata"]
+    ref = ColonyRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
+    rendered = render_colony(ref, parsed, {})
+    existing: ExistingClusterAddons = memo.existing_addons
+    return await existing.remove(ref, rendered.clusters)
+
+
 @kopf.on.delete(COLONY.group, COLONY.version, COLONY.plural)
 async def delete_colony(
     body: kopf.Body, meta: kopf.Meta, patch: kopf.Patch, memo: kopf.Memo, logger: Logger, retry: int, **_: Any
@@ -261,6 +298,7 @@ async def delete_colony(
     """Delete the colony's objects; re-check later (never wait here) until all are gone."""
     patch.status["phase"] = "Deleting"
     remaining = await delete_everything(memo.kube, meta["namespace"], meta["name"])
+    remaining += await _remove_existing_addons(memo, body)
     if retry == 0:
         events.post(body, "ColonyDeleting", f"deleting the colony: {len(remaining)} object(s) to remove")
     if remaining:

@@ -1,0 +1,222 @@
+"""Add-ons on `existing` colony clusters: helm install/upgrade/uninstall in background tasks.
+
+Handlers never wait for helm: `observe` reads the releases (one `helm list` per cluster), starts
+an install/upgrade task for every planned release that is missing or out of date and an uninstall
+task for every release of the colony that is no longer planned, and reports what it saw. A failed
+helm run is reported (not ready, with helm's message) and retried after RETRY_S, not in a loop.
+The next status refresh (timer) sees the tasks' results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+import time
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from colony.kube.helm import HelmClient, Release, UnsafeKubeconfig
+from colony.kube.resources import Kube
+from colony.render.contract import ColonyRef, RenderedCluster
+from colony.render.existing_addons import HelmReleasePlan
+
+RETRY_S = 30.0
+CONCURRENT_HELM_RUNS = 4
+_log = logging.getLogger(__name__)
+
+_Key = tuple[str, str, str, str]
+"""(colony uid, cluster, release namespace, release name)."""
+
+
+@dataclass(frozen=True)
+class ReleaseObservation:
+    """The state of one planned release on one existing cluster."""
+
+    helm_chart_proxy: str
+    cluster: str
+    ready: bool
+    message: str
+
+
+@dataclass
+class _Failure:
+    spec_hash: str
+    at: float
+    message: str
+
+
+class ExistingClusterAddons:
+    """The operator's helm runs on existing clusters, one background task per release at most."""
+
+    def __init__(self, management: Kube, helm: Path | None) -> None:
+        self.management = management
+        self.helm = helm
+        self._tasks: dict[_Key, asyncio.Task[None]] = {}
+        self._installing: set[_Key] = set()
+        self._applied: dict[_Key, str] = {}
+        self._failures: dict[_Key, _Failure] = {}
+        self._runs = asyncio.Semaphore(CONCURRENT_HELM_RUNS)
+
+    async def observe(
+        self,
+        colony: ColonyRef,
+        clusters: Sequence[RenderedCluster],
+        plans: Sequence[HelmReleasePlan],
+    ) -> list[ReleaseObservation]:
+        """Converge each existing cluster towards `plans` (in the background) and report."""
+        observations: list[ReleaseObservation] = []
+        for cluster in clusters:
+            if cluster.capi_cluster_name is not None or cluster.problems:
+                continue
+            mine = [p for p in plans if p.cluster == cluster.cluster_name]
+            observations += await self._observe_cluster(colony, cluster, mine)
+        return observations
+
+    async def _observe_cluster(
+        self, colony: ColonyRef, cluster: RenderedCluster, plans: Sequence[HelmReleasePlan]
+    ) -> list[ReleaseObservation]:
+        def every(ready: bool, message: str) -> list[ReleaseObservation]:
+            return [ReleaseObservation(p.helm_chart_proxy, p.cluster, ready, message) for p in plans]
+
+        client, error = await self._client(colony.namespace, cluster)
+        if client is None:
+            return every(False, f"cluster {cluster.cluster_name}: {error}")
+        try:
+            owned = {(r.namespace, r.name): r for r in await client.releases(colony.uid)}
+        except Exception as failure:  # helm's errors carry its stderr
+            return every(False, f"cluster {cluster.cluster_name}: helm list failed: {_short(failure)}")
+        result = [await self._observe_release(colony, client, plan, owned) for plan in plans]
+        planned = {(p.namespace, p.release_name) for p in plans}
+        for (namespace, name), release in owned.items():
+            if (namespace, name) not in planned and release.status != "uninstalling":
+                key = (colony.uid, cluster.cluster_name, namespace, name)
+                self._start(key, client.uninstall(name, namespace))
+        return result
+
+    async def _observe_release(
+        self,
+        colony: ColonyRef,
+        client: HelmClient,
+        plan: HelmReleasePlan,
+        owned: Mapping[tuple[str, str], Release],
+    ) -> ReleaseObservation:
+        key = (colony.uid, plan.cluster, plan.namespace, plan.release_name)
+
+        def seen(ready: bool, message: str) -> ReleaseObservation:
+            return ReleaseObservation(plan.helm_chart_proxy, plan.cluster, ready, message)
+
+        if key in self._tasks:
+            return seen(False, f"helm is installing {plan.release_name} on {plan.cluster}")
+        release = owned.get((plan.namespace, plan.release_name))
+        if release is not None and self._applied.get(key) != plan.spec_hash:
+            try:  # after a restart: the release label tells whether it is up to date
+                matching = await client.releases(colony.uid, plan.spec_hash)
+                if any((r.namespace, r.name) == (plan.namespace, plan.release_name) for r in matching):
+                    self._applied[key] = plan.spec_hash
+            except Exception as error:
+                return seen(False, f"helm list failed on {plan.cluster}: {_short(error)}")
+        current = release is not None and self._applied.get(key) == plan.spec_hash
+        if current and release is not None and release.status == "deployed":
+            return seen(True, f"{release.chart} deployed on {plan.cluster}")
+        last = self._failures.get(key)
+        if last and last.spec_hash == plan.spec_hash and time.monotonic() - last.at < RETRY_S:
+            return seen(False, f"helm failed on {plan.cluster}: {last.message}")
+        self._start(key, self._install(key, client, plan, colony.uid), spec_hash=plan.spec_hash)
+        return seen(False, f"helm is installing {plan.release_name} on {plan.cluster}")
+
+    async def _install(self, key: _Key, client: HelmClient, plan: HelmReleasePlan, uid: str) -> None:
+        status = await client.install_or_upgrade(plan, uid)
+        if status != "deployed":
+            raise RuntimeError(f"release {plan.release_name} is {status}")
+        self._applied[key] = plan.spec_hash
+
+    def _start(self, key: _Key, work: Coroutine[Any, Any, None], spec_hash: str | None = None) -> None:
+        """Run `work` in the background unless a task for `key` is running; `spec_hash`: the
+        plan being installed (None for an uninstall)."""
+        if key in self._tasks:
+            work.close()
+            return
+        if spec_hash is not None:
+            self._installing.add(key)
+        self._tasks[key] = asyncio.create_task(self._run(key, work, spec_hash or ""))
+
+    async def _run(self, key: _Key, work: Coroutine[Any, Any, None], spec_hash: str) -> None:
+        try:
+            async with self._runs:
+                await work
+            self._failures.pop(key, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as failure:
+            message = _short(failure)
+            _log.warning("helm on %s failed for %s/%s: %s", key[1], key[2], key[3], message)
+            self._failures[key] = _Failure(spec_hash, time.monotonic(), message)
+            self._applied.pop(key, None)
+        finally:
+            self._tasks.pop(key, None)
+            self._installing.discard(key)
+
+    async def remove(self, colony: ColonyRef, clusters: Iterable[RenderedCluster]) -> list[str]:
+        """One step of deleting the colony: uninstall its releases; what remains (empty: done).
+
+        A cluster that cannot be reached any more is skipped: its releases cannot be removed.
+        """
+        installs = [t for k, t in self._tasks.items() if k[0] == colony.uid and k in self._installing]
+        for task in installs:
+            task.cancel()
+        await asyncio.gather(*installs, return_exceptions=True)
+        remaining: list[str] = []
+        for cluster in clusters:
+            if cluster.capi_cluster_name is not None:
+                continue
+            client, error = await self._client(colony.namespace, cluster)
+            if client is None:
+                _log.warning("cannot uninstall add-ons of cluster %s: %s", cluster.cluster_name, error)
+                continue
+            try:
+                releases = await client.releases(colony.uid)
+            except Exception as failure:
+                _log.warning("cannot list add-ons of cluster %s: %s", cluster.cluster_name, _short(failure))
+                continue
+            for release in releases:
+                remaining.append(f"HelmRelease/{cluster.cluster_name}/{release.namespace}/{release.name}")
+                key = (colony.uid, cluster.cluster_name, release.namespace, release.name)
+                self._start(key, client.uninstall(release.name, release.namespace))
+        return remaining
+
+    async def _client(self, namespace: str, cluster: RenderedCluster) -> tuple[HelmClient | None, str]:
+        if self.helm is None:
+            return None, "no helm binary (set COLONY_HELM or put helm on PATH)"
+        secret = await self.management.get("v1", "Secret", cluster.kubeconfig_secret, namespace)
+        if secret is None:
+            return None, f"kubeconfig Secret {namespace}/{cluster.kubeconfig_secret} does not exist"
+        encoded = (secret.get("data") or {}).get(cluster.kubeconfig_key)
+        if not encoded:
+            return None, f"kubeconfig Secret {namespace}/{cluster.kubeconfig_secret} has no key"
+        try:
+            return HelmClient(self.helm, yaml.safe_load(base64.b64decode(encoded))), ""
+        except (binascii.Error, yaml.YAMLError, UnsafeKubeconfig, AttributeError) as error:
+            return (
+                None,
+                f"kubeconfig in Secret {namespace}/{cluster.kubeconfig_secret} is refused: {error}",
+            )
+
+    async def close(self) -> None:
+        """Cancel every running helm task."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _short(error: BaseException) -> str:
+    stderr = getattr(error, "stderr", None)
+    text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else str(error)
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else type(error).__name__

@@ -1,0 +1,186 @@
+"""Helm on colony clusters, through pyhelm3 and the pinned helm binary (I/O only).
+
+helm only takes a kubeconfig file, so each call gets the colony's kubeconfig written with 0600
+permissions into a private (0700) temporary directory that is removed as soon as the call returns.
+A tenant's kubeconfig must never run code or read the operator's files: `check_kubeconfig`
+refuses exec plugins, auth providers and file paths before anything is written.
+
+Releases the operator installs carry Helm release labels (`helm upgrade --labels`): the colony's
+uid, which finds every release of a colony on a cluster (to uninstall removed dependencies), and
+the plan's spec hash, which tells an up-to-date release from one that needs an upgrade.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pyhelm3 import Command
+
+from colony.render.existing_addons import HelmReleasePlan
+
+OWNER_LABEL = "colony.exalsius.ai/colony-uid"
+SPEC_LABEL = "colony.exalsius.ai/addon-spec"
+LIST_TIMEOUT = "30s"
+
+_FILE_KEYS = {
+    "clusters": ("certificate-authority",),
+    "users": (
+        "client-certificate",
+        "client-key",
+        "tokenFile",
+        "token-file",
+        "exec",
+        "auth-provider",
+    ),
+}
+
+
+class UnsafeKubeconfig(ValueError):
+    """The kubeconfig would run a program or read a file; it is never handed to helm."""
+
+
+def check_kubeconfig(kubeconfig: object) -> None:
+    """Raise UnsafeKubeconfig unless the kubeconfig is a mapping without exec plugins, auth
+    providers or file paths (embedded `*-data` fields and tokens are fine)."""
+    if not isinstance(kubeconfig, Mapping):
+        raise UnsafeKubeconfig("the kubeconfig is not a YAML mapping")
+    for section, keys in _FILE_KEYS.items():
+        for entry in kubeconfig.get(section) or []:
+            inner = entry.get(section[:-1]) if isinstance(entry, Mapping) else None
+            if not isinstance(inner, Mapping):
+                raise UnsafeKubeconfig(f"an entry of {section} is not a mapping")
+            for key in keys:
+                if inner.get(key) is not None:
+                    raise UnsafeKubeconfig(
+                        f"{section[:-1]} {entry.get('name')!r} uses {key}, which colony kubeconfigs may not"
+                    )
+
+
+@contextmanager
+def private_kubeconfig(kubeconfig: Mapping[str, Any]) -> Iterator[Path]:
+    """The kubeconfig as a 0600 file in a fresh 0700 directory, removed on exit."""
+    check_kubeconfig(kubeconfig)
+    directory = Path(tempfile.mkdtemp(prefix="colony-helm-"))
+    try:
+        path = directory / "kubeconfig"
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            yaml.safe_dump(dict(kubeconfig), file)
+        yield path
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def find_helm() -> Path | None:
+    """The helm binary: $COLONY_HELM, else `helm` on PATH, else the pinned one built by hack/."""
+    if configured := os.environ.get("COLONY_HELM"):
+        return Path(configured)
+    if found := shutil.which("helm"):
+        return Path(found)
+    from colony.devenv.tools import binary_dir
+
+    pinned = binary_dir() / "helm"
+    return pinned if pinned.is_file() else None
+
+
+@dataclass(frozen=True)
+class Release:
+    """One release as `helm list` reports it."""
+
+    name: str
+    namespace: str
+    status: str
+    """deployed, failed, pending-install, pending-upgrade, uninstalling, ..."""
+    chart: str
+
+
+class HelmClient:
+    """pyhelm3 commands against one colony cluster (a kubeconfig dict)."""
+
+    def __init__(self, helm: Path, kubeconfig: Mapping[str, Any]) -> None:
+        check_kubeconfig(kubeconfig)
+        self.helm = helm
+        self.kubeconfig = kubeconfig
+
+    @contextmanager
+    def _command(self, labels: Mapping[str, str] | None = None) -> Iterator[Command]:
+        with private_kubeconfig(self.kubeconfig) as path:
+            command = _LabelledCommand(executable=str(self.helm), kubeconfig=path, default_timeout="10m")
+            command.labels = dict(labels or {})
+            yield command
+
+    async def releases(self, owner_uid: str, spec_hash: str | None = None) -> list[Release]:
+        """Every release (any state) labelled for the colony, optionally with one spec hash."""
+        selector = f"{OWNER_LABEL}={owner_uid}"
+        if spec_hash is not None:
+            selector += f",{SPEC_LABEL}={spec_hash}"
+        with self._command() as command:
+            out = await command.run(
+                [
+                    "list",
+                    "--all-namespaces",
+                    "--all",
+                    "--selector",
+                    selector,
+                    "--output",
+                    "json",
+                    "--max",
+                    "1000",
+                ]
+            )
+        return [
+            Release(r["name"], r["namespace"], r.get("status", ""), r.get("chart", ""))
+            for r in json.loads(out)
+        ]
+
+    async def install_or_upgrade(self, plan: HelmReleasePlan, owner_uid: str) -> str:
+        """`helm upgrade --install` the plan's release; returns the release status."""
+        labels = {OWNER_LABEL: owner_uid, SPEC_LABEL: plan.spec_hash}
+        with self._command(labels) as command:
+            result: Mapping[str, Any] = await command.install_or_upgrade(
+                plan.release_name,
+                plan.chart_ref,
+                dict(plan.values),
+                repo=plan.repo,
+                version=plan.version,
+                namespace=plan.namespace,
+                create_namespace=plan.create_namespace,
+                wait=plan.wait,
+                timeout=plan.timeout,
+                atomic=False,
+            )
+        return str((result.get("info") or {}).get("status", "unknown"))
+
+    async def uninstall(self, release: str, namespace: str) -> None:
+        """`helm uninstall`; a release that is already gone is fine."""
+        with self._command() as command:
+            try:
+                await command.uninstall(release, namespace=namespace, timeout="5m", wait=True)
+            except Exception as error:
+                if "not found" not in str(getattr(error, "stderr", error)).lower():
+                    raise
+
+
+class _LabelledCommand(Command):  # type: ignore[misc]
+    """pyhelm3's Command, adding `--labels` to `helm upgrade` (pyhelm3 has no argument for it)."""
+
+    labels: dict[str, str]
+
+    async def run(self, command: list[Any], input: bytes | None = None) -> bytes:
+        if command and command[0] == "upgrade" and self.labels:
+            command = [
+                *command,
+                "--labels",
+                ",".join(f"{k}={v}" for k, v in sorted(self.labels.items())),
+            ]
+        out: bytes = await super().run(command, input)
+        return out
