@@ -7,6 +7,7 @@ import stat
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from colony.api.colony import ColonySpec
 from colony.kube.helm import UnsafeKubeconfig, check_kubeconfig, private_kubeconfig
@@ -89,6 +90,15 @@ def test_selector_of_another_label_value_is_not_installed() -> None:
 
 
 @pytest.mark.parametrize(
+    ("field", "value"), [("releaseName", "--debug"), ("releaseName", "UPPER"), ("namespace", "-n")]
+)
+def test_hostile_names_are_refused_at_admission_before_any_plan(field: str, value: str) -> None:
+    """Names are DNS-1123 at admission (the CRD's pattern is the model's), so helm never sees them."""
+    with pytest.raises(ValidationError, match=field):
+        ColonySpec.model_validate(existing_spec([], [extra("extra", **{field: value})]))
+
+
+@pytest.mark.parametrize(
     ("field", "value", "reason"),
     [
         ("chartName", "../../etc", "chartName"),
@@ -97,9 +107,6 @@ def test_selector_of_another_label_value_is_not_installed() -> None:
         ("repoURL", "file:///etc", "repoURL"),
         ("repoURL", "--kubeconfig=/etc/passwd", "repoURL"),
         ("repoURL", "http://host/ x", "repoURL"),
-        ("releaseName", "--debug", "releaseName"),
-        ("releaseName", "UPPER", "releaseName"),
-        ("namespace", "-n", "namespace"),
         ("version", "--set=x", "version"),
         ("valuesTemplate", "{{ .Cluster.metadata.name }}", "Go templating"),
         ("valuesTemplate", "[1, 2]", "mapping"),

@@ -2,8 +2,8 @@
 
 helm only takes a kubeconfig file, so each call gets the colony's kubeconfig written with 0600
 permissions into a private (0700) temporary directory that is removed as soon as the call returns.
-A tenant's kubeconfig must never run code or read the operator's files: `check_kubeconfig`
-refuses exec plugins, auth providers and file paths before anything is written.
+A tenant's kubeconfig must never run code or read the operator's files: `check_kubeconfig` passes
+it through the operator's one safe parser and writes only what that accepted.
 
 Releases the operator installs carry Helm release labels (`helm upgrade --labels`): the colony's
 uid, which finds every release of a colony on a cluster (to uninstall removed dependencies), and
@@ -25,56 +25,40 @@ from typing import Any
 import yaml
 from pyhelm3 import Command
 
+from colony.kube.safe_kubeconfig import KubeconfigError, minimal_kubeconfig, parse_kubeconfig
 from colony.render.existing_addons import HelmReleasePlan
 
 OWNER_LABEL = "colony.exalsius.ai/colony-uid"
 SPEC_LABEL = "colony.exalsius.ai/addon-spec"
 LIST_TIMEOUT = "30s"
 
-_FILE_KEYS = {
-    "clusters": ("certificate-authority",),
-    "users": (
-        "client-certificate",
-        "client-key",
-        "tokenFile",
-        "token-file",
-        "exec",
-        "auth-provider",
-    ),
-}
-
 
 class UnsafeKubeconfig(ValueError):
-    """The kubeconfig would run a program or read a file; it is never handed to helm."""
+    """The kubeconfig would run a program, read a file or is otherwise refused; never handed to helm."""
 
 
-def check_kubeconfig(kubeconfig: object) -> None:
-    """Raise UnsafeKubeconfig unless the kubeconfig is a mapping without exec plugins, auth
-    providers or file paths (embedded `*-data` fields and tokens are fine)."""
-    if not isinstance(kubeconfig, Mapping):
-        raise UnsafeKubeconfig("the kubeconfig is not a YAML mapping")
-    for section, keys in _FILE_KEYS.items():
-        for entry in kubeconfig.get(section) or []:
-            inner = entry.get(section[:-1]) if isinstance(entry, Mapping) else None
-            if not isinstance(inner, Mapping):
-                raise UnsafeKubeconfig(f"an entry of {section} is not a mapping")
-            for key in keys:
-                if inner.get(key) is not None:
-                    raise UnsafeKubeconfig(
-                        f"{section[:-1]} {entry.get('name')!r} uses {key}, which colony kubeconfigs may not"
-                    )
+def check_kubeconfig(kubeconfig: object, *, allow_unsafe: bool = False) -> dict[str, Any]:
+    """The kubeconfig helm gets: rebuilt from what the operator's one safe parser accepts
+    (kube.safe_kubeconfig: inline credentials over https, no exec, auth provider or file path);
+    UnsafeKubeconfig naming the refused field otherwise."""
+    try:
+        credentials = parse_kubeconfig(kubeconfig, allow_unsafe=allow_unsafe)
+    except KubeconfigError as error:
+        raise UnsafeKubeconfig(str(error)) from None
+    return minimal_kubeconfig(credentials)
 
 
 @contextmanager
 def private_kubeconfig(kubeconfig: Mapping[str, Any]) -> Iterator[Path]:
-    """The kubeconfig as a 0600 file in a fresh 0700 directory, removed on exit."""
-    check_kubeconfig(kubeconfig)
+    """The kubeconfig (as `check_kubeconfig` rebuilds it) as a 0600 file in a fresh 0700
+    directory, removed on exit."""
+    safe = check_kubeconfig(kubeconfig)
     directory = Path(tempfile.mkdtemp(prefix="colony-helm-"))
     try:
         path = directory / "kubeconfig"
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as file:
-            yaml.safe_dump(dict(kubeconfig), file)
+            yaml.safe_dump(safe, file)
         yield path
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -107,9 +91,8 @@ class HelmClient:
     """pyhelm3 commands against one colony cluster (a kubeconfig dict)."""
 
     def __init__(self, helm: Path, kubeconfig: Mapping[str, Any]) -> None:
-        check_kubeconfig(kubeconfig)
         self.helm = helm
-        self.kubeconfig = kubeconfig
+        self.kubeconfig = check_kubeconfig(kubeconfig)
 
     @contextmanager
     def _command(self, labels: Mapping[str, str] | None = None) -> Iterator[Command]:

@@ -200,3 +200,34 @@ def _data(section: Mapping[str, Any], key: str, where: str) -> bytes | None:
         return base64.b64decode("".join(encoded.split()), validate=True)
     except (binascii.Error, ValueError):
         raise KubeconfigError(f"{where}.{key}", "is not valid base64") from None
+
+
+def minimal_kubeconfig(credentials: KubeconfigCredentials) -> dict[str, Any]:
+    """A kubeconfig holding exactly `credentials` and nothing else (one context, inline data only),
+    for tools that take only a kubeconfig file (helm): what they read is what the safe parser
+    accepted, never the tenant's document."""
+    cluster: dict[str, Any] = {"server": credentials.server}
+    if credentials.ca_data is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(credentials.ca_data).decode()
+    if credentials.tls_server_name is not None:
+        cluster["tls-server-name"] = credentials.tls_server_name
+    if credentials.proxy_url is not None:
+        cluster["proxy-url"] = credentials.proxy_url
+    if credentials.insecure_skip_tls_verify:
+        cluster["insecure-skip-tls-verify"] = True
+    user: dict[str, Any] = {}
+    if credentials.token is not None:
+        user["token"] = credentials.token
+    if credentials.client_cert is not None and credentials.client_key is not None:
+        user["client-certificate-data"] = base64.b64encode(credentials.client_cert).decode()
+        user["client-key-data"] = base64.b64encode(credentials.client_key).decode()
+    if credentials.username is not None and credentials.password is not None:
+        user["username"], user["password"] = credentials.username, credentials.password
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "colony", "cluster": cluster}],
+        "users": [{"name": "colony", "user": user}],
+        "contexts": [{"name": "colony", "context": {"cluster": "colony", "user": "colony"}}],
+        "current-context": "colony",
+    }
