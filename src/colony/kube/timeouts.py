@@ -8,7 +8,6 @@ request of an ApiClient a default bound, so no call site can forget it; a call t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,22 +15,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client
 
-
-class TimeoutSettingError(ValueError):
-    """An environment variable holds an unusable number of seconds."""
-
-
-def _seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise TimeoutSettingError(f"{name}={raw!r} is not a number of seconds") from None
-    if not 0 < value < 86400:
-        raise TimeoutSettingError(f"{name}={raw!r} must be above zero and below a day")
-    return value
+from colony.settings import positive_seconds
 
 
 @dataclass(frozen=True)
@@ -53,9 +37,9 @@ class ApiTimeouts:
         """COLONY_API_CONNECT_TIMEOUT_SECONDS, COLONY_API_REQUEST_TIMEOUT_SECONDS and
         COLONY_WATCH_TIMEOUT_SECONDS, each with the defaults above."""
         return cls(
-            connect_s=_seconds("COLONY_API_CONNECT_TIMEOUT_SECONDS", cls.connect_s),
-            request_s=_seconds("COLONY_API_REQUEST_TIMEOUT_SECONDS", cls.request_s),
-            watch_s=_seconds("COLONY_WATCH_TIMEOUT_SECONDS", cls.watch_s),
+            connect_s=positive_seconds("COLONY_API_CONNECT_TIMEOUT_SECONDS", cls.connect_s),
+            request_s=positive_seconds("COLONY_API_REQUEST_TIMEOUT_SECONDS", cls.request_s),
+            watch_s=positive_seconds("COLONY_WATCH_TIMEOUT_SECONDS", cls.watch_s),
         )
 
     def request(self) -> aiohttp.ClientTimeout:
