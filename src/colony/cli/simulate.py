@@ -147,6 +147,13 @@ def _dropped_line(jobs: tuple[TraceJob, ...], cluster: SimCluster) -> str | None
     )
 
 
+def _at_least_one(value: int | None) -> int | None:
+    """Typer callback: a count that must be 1 or more (click's range shows `x>=1` in the help)."""
+    if value is not None and value < 1:
+        raise typer.BadParameter(f"must be 1 or more, got {value}")
+    return value
+
+
 def simulate(
     trace: Annotated[
         Path,
@@ -154,35 +161,53 @@ def simulate(
             exists=True, dir_okay=False, help="Job trace CSV: job_id,tenant,submit_time_s,gpus,..."
         ),
     ],
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs of the simulated cluster.")],
-    gpus_per_node: Annotated[int, typer.Option(min=1, help="GPUs per node of the simulated cluster.")] = 8,
+    gpus: Annotated[
+        int,
+        typer.Option("--gpus", metavar="N", callback=_at_least_one, help="GPUs of the simulated cluster."),
+    ],
+    gpus_per_node: Annotated[
+        int,
+        typer.Option(metavar="N", callback=_at_least_one, help="GPUs per node of the simulated cluster."),
+    ] = 8,
     policy: Annotated[
         list[Policy] | None,
         typer.Option(
-            "--policy", help="Queue order to replay (repeatable); default: fifo, default and shortest."
+            "--policy",
+            metavar="POLICY",
+            help="Queue order to replay: fifo, priority, default or shortest (repeatable; default: fifo, default and shortest).",
         ),
     ] = None,
     aging: Annotated[
         str,
         typer.Option(
+            metavar="DURATION",
             help="Aging of the shortest order: a request waiting this long (300, 90m, 6h, 2d) is no "
-            "longer passed by shorter ones."
+            "longer passed by shorter ones.",
         ),
     ] = "6h",
     limit_jobs: Annotated[
-        int | None, typer.Option("--jobs", "--limit-jobs", min=1, help="Replay only the first N jobs.")
+        int | None,
+        typer.Option(
+            "--jobs",
+            "--limit-jobs",
+            metavar="N",
+            callback=_at_least_one,
+            help="Replay only the first N jobs.",
+        ),
     ] = None,
     plot: Annotated[
         Path | None,
         typer.Option(
             "--plot",
+            metavar="FILE.png",
             dir_okay=False,
             help="Also draw queue length, GPUs busy and waits per policy into this PNG "
             "(needs the `plot` extra: pip install 'colony-operator[plot]').",
         ),
     ] = None,
     output: Annotated[
-        OutputFormat, typer.Option("--output", "-o", help="Output format: table or json.")
+        OutputFormat,
+        typer.Option("--output", "-o", metavar="FORMAT", help="Output format: table or json."),
     ] = OutputFormat.table,
 ) -> None:
     """Replay a GPU job trace through the scheduler with simulated time; compare queue orders."""
