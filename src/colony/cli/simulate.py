@@ -174,7 +174,8 @@ def simulate(
         typer.Option(
             "--policy",
             metavar="POLICY",
-            help="Queue order to replay: fifo, priority, default or shortest (repeatable; default: fifo, default and shortest).",
+            help="Queue order to replay: fifo, priority, default or shortest "
+            "(repeatable; default: fifo, default and shortest).",
         ),
     ] = None,
     aging: Annotated[
