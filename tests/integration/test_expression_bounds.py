@@ -15,6 +15,7 @@ import datetime
 import ipaddress
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -262,7 +263,9 @@ def test_pathological_definitions_are_marked_invalid_and_placement_and_liveness_
             looping = eventually(lambda: _condition(management, loop), 90)
             assert looping["status"] == "False" and looping["reason"] == "Invalid", looping
             assert "spec.components[0].podTemplatePath" in looping["message"]
-            assert f"did not finish within {EXPRESSION_TIMEOUT_S:g}s" in looping["message"]
+            # WorkloadDefinitions are cluster-scoped: the session operator (default bound) may write
+            # this verdict before this module's operator does, so any bound is accepted here.
+            assert re.search(r"did not finish within [0-9.]+s", looping["message"]), looping
             huge_output = eventually(lambda: _condition(management, huge), 60)
             assert huge_output["status"] == "False" and "yields more than" in huge_output["message"]
             accepted = eventually(lambda: _condition(management, good), 60)

@@ -147,7 +147,7 @@ def granted(docs: list[dict[str, Any]]) -> set[Permission]:
     for doc in docs:
         if doc["kind"] not in ("ClusterRole", "Role"):
             continue
-        if doc["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "tenant-role":
+        if (doc.get("metadata") or {}).get("labels", {}).get("app.kubernetes.io/component") == "tenant-role":
             continue  # the aggregated editor/viewer roles of tenants, not the operator's
         for rule in doc["rules"]:
             for group in rule["apiGroups"]:
