@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help venv lock tools torch torch-lock crds lint test test-unit test-compiled bench bench-quick dev clean
+.PHONY: help venv lock tools torch torch-lock crds lint test test-unit test-compiled image image-test bench bench-quick dev clean
 
 help:
 	@echo "make dev    - local management + colony cluster with fake GPU nodes, operator in the foreground"
@@ -13,6 +13,7 @@ help:
 	@echo "make tools  - build the pinned control-plane binaries and download upstream CRDs (cached)"
 	@echo "make torch  - the PyTorch venv for the real DDP run test (cached, about 3 GB download)"
 	@echo "make crds   - regenerate crds/*.yaml from the API models"
+	@echo "make image  - build the operator image with buildah (no Docker); image-test: run it against a local cluster"
 	@echo "make bench  - the benchmark suite at full size (bench-quick: minutes); ratios to baselines and peers"
 
 # requirements.lock pins the whole resolved dependency tree (regenerate with `make lock`): installs
@@ -56,8 +57,25 @@ COMPILED_CORE_TESTS := tests/unit/test_compiled_core.py tests/unit/test_queueing
 test-compiled: venv
 	COLONY_EXPECT_COMPILED=1 PYTHONPATH="$$(bash hack/build-compiled.sh)" $(BIN)/pytest -q $(COMPILED_CORE_TESTS)
 
-test: venv tools torch lint test-compiled
-	$(BIN)/pytest $(PYTEST_ARGS)
+# IMAGE_TEST=0 leaves out the image build (buildah and mmdebstrap need root to install; about 6 min
+# cold): tests/integration/test_image.py then skips.
+IMAGE_TEST ?= 1
+
+test: venv tools torch lint test-compiled $(if $(filter 1,$(IMAGE_TEST)),image)
+	COLONY_TEST_IMAGE=localhost/$(IMAGE) $(BIN)/pytest $(PYTEST_ARGS)
+
+# The operator image, built by buildah with --isolation chroot (no Docker daemon; hack/build-image.sh).
+# IMAGE names it; PYTHON_IMAGE=python:3.11.14-slim-bookworm builds on the official image where a
+# registry is reachable (default: a Debian base made by mmdebstrap, cached outside the repository).
+IMAGE ?= colony-operator:dev
+
+image:
+	IMAGE=$(IMAGE) bash hack/build-image.sh
+
+# The built image's `colony operator` (its entrypoint, as UID 65532, chroot isolation, host network)
+# against the local management cluster: an existing-cluster Colony turns Ready, a DDPJob's pods appear.
+image-test: venv tools image
+	COLONY_TEST_IMAGE=localhost/$(IMAGE) $(BIN)/pytest tests/integration/test_image.py $(PYTEST_ARGS)
 
 # Benchmarks against baselines and peers measured in the same run (bench/README.md); results in
 # bench/results/<date>.json. Peers (training-operator, Kueue) are built from Go modules, cached.

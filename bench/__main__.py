@@ -25,7 +25,11 @@ BENCHMARKS = {
     "launch": "bench.launch_throughput",
     "admission": "bench.kueue_admission",
     "memory": "bench.operator_memory",
+    "storm": "bench.storm",
+    "soak": "bench.soak",
 }
+ON_DEMAND = ("soak",)
+"""Run only when named with --only (the soak runs for half an hour at full size)."""
 
 
 def run_suite(size: str, names: list[str], results_dir: Path = RESULTS_DIR) -> tuple[Path, dict[str, str]]:
@@ -57,7 +61,8 @@ def main() -> int:
     args = parser.parse_args()
     info = machine()
     print(f"machine: {info['cores']} cores, {info['memory_gib']} GiB, {info['cpu']}, Python {info['python']}")
-    path, errors = run_suite(args.size, args.only or list(BENCHMARKS), args.results_dir)
+    names = args.only or [name for name in BENCHMARKS if name not in ON_DEMAND]
+    path, errors = run_suite(args.size, names, args.results_dir)
     print(f"results: {path}")
     for name, error in errors.items():
         print(f"FAILED {name}: {error}", file=sys.stderr)

@@ -57,7 +57,8 @@ from colony.devenv.process import ManagedProcess, free_port
 from colony.devenv.tools import Tools, ensure_tools, repo_root
 from colony.kube.config import api_client_from_kubeconfig
 from colony.kube.resources import Kube
-from colony.render.ddpjob import JOB_LABEL, JobRef, render_ddpjob
+from colony.labels import JOB_LABEL
+from colony.render.ddpjob import JobRef, render_ddpjob
 from colony.versions import read_pinned_versions
 
 BENCHMARK = "launch"

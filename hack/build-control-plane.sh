@@ -7,6 +7,9 @@
 #
 # <versions> names the pinned versions, so a version change builds a fresh set. Binaries already present
 # are reused; missing ones are rebuilt. Prints the binary directory on its last line.
+#
+# Arguments name a subset to build (etcd kwok helm kubernetes volcano), e.g. `... helm` for the
+# image build; none: all of them.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -128,11 +131,13 @@ build_volcano_scheduler() {
   )
 }
 
+wanted=" $* "
+want() { [[ "$wanted" == "  " || "$wanted" == *" $1 "* ]]; }
 start=$SECONDS
-build_etcd
-build_kwok
-build_helm
-build_kubernetes
-build_volcano_scheduler
+want etcd && build_etcd
+want kwok && build_kwok
+want helm && build_helm
+want kubernetes && build_kubernetes
+want volcano && build_volcano_scheduler
 log "binaries ready in $bin ($((SECONDS - start))s)"
 echo "$bin"

@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import kopf
 
 from colony import metrics
 from colony.kube.resources import Kube, KubeApiError
+from colony.timefmt import now_rfc3339
 
 MAX_MESSAGE = 1024
 COMPONENT = "colony-operator"
@@ -53,7 +53,7 @@ async def post_now(
     warning: bool = False,
 ) -> None:
     """An Event on the object `meta` describes, created at once; a failure is logged, not raised."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = now_rfc3339()
     try:
         await kube.create(
             {

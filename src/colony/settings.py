@@ -10,9 +10,9 @@ import os
 import re
 from typing import get_args
 
-from colony.scheduling.queueing.model import DEFAULT_AGING_S, PlacementPolicy, QueueOrder
+from colony.scheduling.queueing.model import DEFAULT_AGING_S, PlacementStrategy, QueueOrder
 
-PLACEMENT_POLICIES: tuple[str, ...] = get_args(PlacementPolicy)
+PLACEMENT_POLICIES: tuple[str, ...] = get_args(PlacementStrategy)
 QUEUE_POLICIES: tuple[str, ...] = ("default", "shortest")
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no", "")
@@ -56,7 +56,7 @@ def allow_unsafe_kubeconfigs() -> bool:
     return flag("COLONY_ALLOW_UNSAFE_KUBECONFIGS")
 
 
-def placement_policy() -> PlacementPolicy:
+def placement_policy() -> PlacementStrategy:
     """COLONY_PLACEMENT_POLICY: how GPRs are placed on nodes (default `cheapest`)."""
     raw = os.environ.get("COLONY_PLACEMENT_POLICY", "cheapest")
     if raw not in PLACEMENT_POLICIES:
@@ -66,7 +66,7 @@ def placement_policy() -> PlacementPolicy:
 
 def queue_policy() -> QueueOrder:
     """COLONY_QUEUE_POLICY: the scheduler's queue order, `default` (FIFO within a queue) or
-    `shortest` (shortest declared GPU time first, with aging); a GPUQueue's queueingStrategy
+    `shortest` (highest response ratio first, with aging); a GPUQueue's queueingStrategy
     overrides it for its own requests."""
     raw = os.environ.get("COLONY_QUEUE_POLICY", "default")
     if raw not in QUEUE_POLICIES:
@@ -75,8 +75,8 @@ def queue_policy() -> QueueOrder:
 
 
 def queue_aging_seconds() -> float:
-    """COLONY_QUEUE_AGING_SECONDS: after this long waiting, a request of a shortest-first queue is
-    no longer passed by shorter ones (default 21600, 6 h)."""
+    """COLONY_QUEUE_AGING_SECONDS: after this long waiting, a request goes before the younger ones of
+    its priority, oldest first, in every queue (default 21600, 6 h)."""
     return positive_seconds("COLONY_QUEUE_AGING_SECONDS", DEFAULT_AGING_S)
 
 

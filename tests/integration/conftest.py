@@ -3,13 +3,14 @@ session, a fresh namespace per test, and the operator as a real process."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -128,8 +129,10 @@ def start_operator(
     namespace: str,
     metrics_port: int | None = None,
     extra_env: dict[str, str] | None = None,
+    extra_args: Sequence[str] = (),
 ) -> ManagedProcess:
-    """`python -m colony operator -n <namespace>` as a real process; returns once it is serving."""
+    """`python -m colony operator -n <namespace> [extra_args]` as a real process; returns once it has
+    logged in (a follower of leader election too: it logs in for its webhook and liveness)."""
     # Accrued colony cost is brought forward every 2 s instead of every minute, so tests see it move.
     env = {
         **os.environ,
@@ -140,6 +143,7 @@ def start_operator(
     argv = [sys.executable, "-m", "colony", "operator", "--verbose", f"--namespace={namespace}"]
     if metrics_port is not None:
         argv.append(f"--metrics-port={metrics_port}")
+    argv += extra_args
     process = ManagedProcess("operator", argv, log, env=env)
     process.start()
     try:
@@ -175,6 +179,49 @@ def operator_process(
         yield process
     finally:
         process.stop()
+
+
+OPERATOR_LOG_TAIL_LINES = 400
+"""How much of the session operator's log a failed test's report shows (its last lines)."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """A failed test that used the session operator gets the operator's log lines written during it
+    in its report: in CI that log is the only trace of what the operator decided."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    funcargs = getattr(item, "funcargs", {})
+    process = funcargs.get("operator_process")
+    start = item.stash.get(_OPERATOR_LOG_START, None)
+    if not isinstance(process, ManagedProcess) or start is None:
+        return
+    try:
+        with open(process.log_path, "rb") as log:
+            log.seek(start)
+            lines = log.read().decode(errors="replace").splitlines()
+    except OSError as error:
+        report.sections.append(("operator log", f"(not readable: {error})"))
+        return
+    shown = lines[-OPERATOR_LOG_TAIL_LINES:]
+    left_out = len(lines) - len(shown)
+    skipped = f"({left_out} earlier lines of this test left out)\n" if left_out else ""
+    report.sections.append(("operator log during this test", skipped + "\n".join(shown)))
+
+
+_OPERATOR_LOG_START = pytest.StashKey[int]()
+
+
+@pytest.fixture(autouse=True)
+def _mark_operator_log(request: pytest.FixtureRequest) -> None:
+    """Remember where the session operator's log stood when a test using it began."""
+    if "operator_process" not in request.fixturenames:
+        return
+    process = request.getfixturevalue("operator_process")
+    with contextlib.suppress(OSError):
+        request.node.stash[_OPERATOR_LOG_START] = os.path.getsize(process.log_path)
 
 
 def eventually(check: Callable[[], Any], timeout: float = 20, interval: float = 0.25) -> Any:

@@ -1,6 +1,7 @@
 """Every request to an API server is bounded (issue 17, point 1), shown through a TCP fault proxy in
 front of the real management API server: a hung server costs a request its timeout, not forever; a
-reset fails fast; a half-open watch is noticed within the stall bound and the informer relists."""
+reset fails fast; a half-open watch is noticed within the stall bound and the informer relists; a
+server found hung is marked unreachable, so later requests fail at once until a probe is answered."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ import yaml
 from colony.devenv.cluster import LocalCluster
 from colony.kube.config import api_client_from_kubeconfig
 from colony.kube.informer import Informer
+from colony.kube.reachability import ServerUnreachable, guard_requests
 from colony.kube.resources import Kube
 from colony.kube.timeouts import ApiTimeouts, bound_requests
 from tests.faultproxy import FaultProxy
 
 pytestmark = pytest.mark.integration
 
-SHORT = ApiTimeouts(connect_s=1.0, request_s=2.0, watch_s=2.0)
+SHORT = ApiTimeouts(connect_s=1.0, request_s=2.0, watch_s=2.0, probe_s=0.5)
 
 
 @pytest.fixture
@@ -57,6 +59,32 @@ async def test_a_hung_server_costs_one_request_timeout(kube: Kube, proxy: FaultP
     assert time.monotonic() - started < SHORT.request_s + 1.5
     proxy.mode = "pass"
     assert await kube.list("v1", "Namespace")
+
+
+async def test_a_hung_server_is_marked_unreachable_until_it_answers_a_probe(
+    kube: Kube, proxy: FaultProxy
+) -> None:
+    reachability = guard_requests(kube.api, SHORT)
+    try:
+        assert await kube.list("v1", "Namespace")
+        proxy.mode = "hang"
+        with pytest.raises(TimeoutError):
+            await kube.list("v1", "Namespace")  # this one pays the request bound...
+        assert not reachability.reachable
+        started = time.monotonic()
+        for _ in range(20):
+            with pytest.raises(ServerUnreachable):
+                await kube.list("v1", "Namespace")  # ...the next ones are not even sent
+        assert time.monotonic() - started < 0.2
+        await asyncio.sleep(3 * SHORT.probe_s)
+        assert not reachability.reachable  # probes get no answer either
+        proxy.mode = "pass"
+        proxy.reset_all()  # the hung connections go; the probe opens a fresh one
+        assert await _wait_for(lambda: reachability.reachable, SHORT.probe_s + SHORT.request_s + 2)
+        assert await kube.list("v1", "Namespace")
+        assert reachability.marks == 1
+    finally:
+        await reachability.close()
 
 
 async def test_a_reset_fails_fast(kube: Kube, proxy: FaultProxy) -> None:

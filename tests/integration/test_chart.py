@@ -127,6 +127,9 @@ def test_chart_lints_strictly(tools: Tools, values: str) -> None:
         "networkPolicy.apiServerPorts={0}",
         "networkPolicy.apiServerCIDRs={not-a-cidr}",
         "crds.install=maybe",
+        "replicaCount=0",
+        "leaderElection.leaseDurationSeconds=1",
+        "podDisruptionBudget.maxUnavailable=1",
     ],
 )
 def test_schema_rejects_bad_values(tools: Tools, setting: str) -> None:
@@ -154,6 +157,65 @@ def test_deployment_is_hardened_and_probed(tools: Tools) -> None:
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
     assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+
+
+def test_one_replica_elects_itself_and_has_no_disruption_budget(tools: Tools) -> None:
+    docs = render(tools, "colony-system")
+    (deployment,) = _of_kind(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"  # the Lease keeps one leader
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--leader-election-namespace=colony-system" in args
+    assert "--leader-election-lease=colony-colony-operator-leader" in args
+    assert {"--lease-duration=8", "--lease-renew-deadline=5", "--lease-retry-period=1"} <= set(args)
+    assert not _of_kind(docs, "PodDisruptionBudget")
+    (role,) = [r for r in _of_kind(docs, "Role") if r["metadata"]["name"].endswith("-leader-election")]
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["colony-colony-operator-leader"],
+            "verbs": ["get", "patch"],
+        },
+    ]
+    (binding,) = [
+        b for b in _of_kind(docs, "RoleBinding") if b["metadata"]["name"].endswith("-leader-election")
+    ]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+
+
+def test_several_replicas_get_a_disruption_budget_and_need_leader_election(tools: Tools) -> None:
+    docs = render(
+        tools, "colony-system", "--set", "replicaCount=3", "--set", "leaderElection.leaseDurationSeconds=10"
+    )
+    (deployment,) = _of_kind(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    assert "--lease-duration=10" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    (budget,) = _of_kind(docs, "PodDisruptionBudget")
+    assert budget["spec"]["minAvailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    # a budget never blocks every drain: at most replicas - 1 must stay
+    two = render(
+        tools, "colony-system", "--set", "replicaCount=2", "--set", "podDisruptionBudget.minAvailable=5"
+    )
+    (budget,) = _of_kind(two, "PodDisruptionBudget")
+    assert budget["spec"]["minAvailable"] == 1
+    for bad, message in (
+        (
+            ("--set", "replicaCount=2", "--set", "leaderElection.enabled=false"),
+            "needs leaderElection.enabled",
+        ),
+        (("--set", "leaderElection.renewDeadlineSeconds=8"), "renewDeadlineSeconds < leaseDurationSeconds"),
+    ):
+        result = helm(tools, "template", "colony", str(CHART), *bad, check=False)
+        assert result.returncode != 0 and message in result.stderr, result.stderr
+    single = render(tools, "colony-system", "--set", "leaderElection.enabled=false")
+    (deployment,) = _of_kind(single, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not any(a.startswith("--leader-election") for a in args)
+    assert not [r for r in _of_kind(single, "Role") if "leader" in r["metadata"]["name"]]
 
 
 def test_metrics_service_and_service_monitor(tools: Tools) -> None:
@@ -231,13 +293,16 @@ def test_placement_kinds_are_granted_and_handed_to_the_operator(tools: Tools) ->
 
 def test_rbac_is_namespaced_for_exact_watch_namespaces(tools: Tools) -> None:
     cluster_wide = render(tools, "colony-system")
-    assert not _of_kind(cluster_wide, "Role") and len(_of_kind(cluster_wide, "ClusterRole")) == 1
+    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in _of_kind(cluster_wide, "Role")}
+    assert roles == {("colony-system", "colony-colony-operator-leader-election")}  # only the Lease
+    assert len(_of_kind(cluster_wide, "ClusterRole")) == 1
     namespaced = render(tools, "colony-system", "-f", str(ALL_OPTIONS))
     roles = {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in _of_kind(namespaced, "Role")}
     assert roles == {
         ("team-a", "colony-operator"),
         ("team-b", "colony-operator"),
         ("colony-system", "colony-operator-offers-catalog"),
+        ("colony-system", "colony-operator-leader-election"),
     }
     cluster_resources = {res for rule in _rules(namespaced, "ClusterRole") for res in rule["resources"]}
     assert "secrets" not in cluster_resources and "pods" not in cluster_resources
@@ -249,7 +314,7 @@ def test_rbac_is_namespaced_for_exact_watch_namespaces(tools: Tools) -> None:
     assert not namespace_writes, "the operator never writes namespaces of the management cluster"
     # kopf patterns cannot be granted per namespace: cluster-wide RBAC.
     pattern = render(tools, "colony-system", "--set", "watchNamespaces={team-*}")
-    assert not _of_kind(pattern, "Role") and len(_of_kind(pattern, "ClusterRole")) == 1
+    assert len(_of_kind(pattern, "Role")) == 1 and len(_of_kind(pattern, "ClusterRole")) == 1
     (deployment,) = _of_kind(pattern, "Deployment")
     assert "--namespace=team-*" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 

@@ -244,7 +244,10 @@ def test_list_get_outputs_not_found_and_the_kubeconfig_namespace(
     path.write_text(json.dumps(_named("waiting", targetColony="nowhere")))
     created = cli(management, "jobs", "submit", str(path), "-n", namespace)
     assert created.exit_code == 0, created.output
-    again = cli(management, "jobs", "submit", str(path), "-n", namespace)
+    jobs_dir = tmp_path / "jobs"  # -f DIR, as kubectl
+    jobs_dir.mkdir()
+    (jobs_dir / "job.yaml").write_text(path.read_text())
+    again = cli(management, "jobs", "submit", "-f", str(jobs_dir), "-n", namespace)
     assert again.exit_code == 1
     assert f"DDPJob waiting already exists in namespace {namespace}" in again.stderr
     eventually(lambda: _status(management, namespace, "waiting").get("phase") == "Pending", 20)

@@ -82,6 +82,81 @@ def test_all_namespaces_output_name_and_context(
     assert len(current.stderr.splitlines()) == 1
 
 
+def test_jsonpath_output_of_list_and_get(management: LocalCluster, unwatched_namespace: str) -> None:
+    ns = unwatched_namespace
+    management.apply([_registered("alpha", ns), _registered("beta", ns)])
+    status = json.dumps({"status": {"phase": "Ready"}})
+    management.kubectl(
+        "patch", "colony", "alpha", "-n", ns, "--subresource=status", "--type=merge", "-p", status
+    )
+    kubeconfig = management.kubeconfig_path
+
+    names = colony(kubeconfig, "colonies", "list", "-n", ns, "-o", "jsonpath={.items[*].metadata.name}")
+    assert (names.returncode, names.stdout, names.stderr) == (0, "alpha beta", "")
+
+    template = r'{range .items[*]}{.metadata.name}{"\t"}{.status.phase}{"\n"}{end}'
+    rows = colony(kubeconfig, "colonies", "list", "-A", "-o", f"jsonpath={template}")
+    assert rows.returncode == 0, rows.stderr
+    assert {"alpha\tReady", "beta\t"} <= set(rows.stdout.splitlines())
+
+    one = colony(kubeconfig, "colonies", "get", "alpha", "-n", ns, "-o", "jsonpath=ns={.metadata.namespace}")
+    assert (one.returncode, one.stdout) == (0, f"ns={ns}"), one.stderr
+    clusters = "jsonpath={.spec.colonyClusters[*].clusterName}/{.status.phase}"
+    assert colony(kubeconfig, "colonies", "get", "alpha", "-n", ns, "-o", clusters).stdout == "onprem/Ready"
+
+    bad = colony(kubeconfig, "colonies", "list", "-n", ns, "-o", "jsonpath={.items[*")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert len(bad.stderr.splitlines()) == 1 and bad.stderr.startswith("error: "), bad.stderr
+    assert "bad jsonpath template" in bad.stderr
+
+
+def test_create_from_stdin_and_a_wait_that_times_out(
+    management: LocalCluster, unwatched_namespace: str
+) -> None:
+    """No operator watches the namespace: the colony never gets Ready, --wait gives up with the state."""
+    manifest = yaml.safe_dump(_existing_colony("stalled", "no-such-secret"))
+    env = {**os.environ, "KUBECONFIG": str(management.kubeconfig_path), "NO_COLOR": "1"}
+    args = ["colonies", "create", "-f", "-", "-n", unwatched_namespace, "--wait", "--timeout", "2s"]
+    started = time.monotonic()
+    waited = subprocess.run(
+        [str(COLONY_BIN), *args], env=env, input=manifest, capture_output=True, text=True, timeout=60
+    )
+    assert waited.returncode == 1, waited.stdout + waited.stderr
+    assert time.monotonic() - started < 30
+    assert f"colony stalled created in namespace {unwatched_namespace}" in waited.stderr
+    assert waited.stdout.splitlines() == ["[ 0:00] stalled  Pending  nodes 0/0  gpus 0"]
+    assert (
+        waited.stderr.splitlines()[-1]
+        == "error: timed out after 2s before Ready: stalled Pending nodes 0/0 gpus 0"
+    )
+    listed = colony(management.kubeconfig_path, "colonies", "list", "-n", unwatched_namespace, "-o", "name")
+    assert listed.stdout == "colony.infra.exalsius.ai/stalled\n"
+
+
+def test_version_reads_the_operator_deployment(management: LocalCluster, unwatched_namespace: str) -> None:
+    labels = {"app.kubernetes.io/name": "colony-operator", "app.kubernetes.io/version": "9.8.7"}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "colony-operator", "namespace": unwatched_namespace, "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": {"app": "colony-operator"}},
+            "template": {
+                "metadata": {"labels": {"app": "colony-operator"}},
+                "spec": {"containers": [{"name": "operator", "image": "example/colony-operator:9.8.7"}]},
+            },
+        },
+    }
+    management.apply([deployment])
+    try:
+        shown = colony(management.kubeconfig_path, "version")
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.splitlines()[1].split() == ["Operator", "version:", "9.8.7"]
+        assert colony(management.kubeconfig_path, "--version").stdout == shown.stdout
+    finally:
+        management.kubectl("delete", "deployment", "colony-operator", "-n", unwatched_namespace)
+
+
 def test_watch_prints_a_change_within_two_seconds(
     management: LocalCluster, unwatched_namespace: str, tmp_path: Path
 ) -> None:

@@ -12,7 +12,7 @@ from colony.controllers.colony_children import CAPI_CLUSTER, CLUSTER_PARTS, HELM
 from colony.devenv.capi_harness import CapiHarness
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.process import ManagedProcess
-from colony.render.labels import COLONY_LABEL
+from colony.labels import COLONY_LABEL
 from tests.integration.conftest import EXAMPLES, eventually
 
 COLONY_GPUS = 24  # colony_cluster: 2 nodes x 8 A100 + 1 node x 8 H100

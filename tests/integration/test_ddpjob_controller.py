@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import json
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from colony.devenv.capi_harness import CapiHarness
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.kwok import EXIT_CODE_ANNOTATION, OUTCOME_ANNOTATION
 from colony.devenv.process import ManagedProcess
-from colony.render.ddpjob import JOB_LABEL
-from tests.integration.conftest import EXAMPLES, eventually
+from colony.labels import JOB_LABEL
+from colony.render.offer_colony import ephemeral_colony_name
+from tests.integration.conftest import EXAMPLES, eventually, start_operator
 from tests.integration.test_colony_controller import _apply, _existing_colony, _kubeconfig_secret, _phase_is
 
 
@@ -147,7 +154,9 @@ def test_seed_job_with_gpu_types_provisions_runs_and_tears_down(
     eventually(lambda: _status(management, namespace).get("phase") == "Running", 90)
     status = _status(management, namespace)
     colony = status["colony"]
-    assert colony.startswith("gpr-test-ddp-job-gpus") and status["gpuRequest"] == "test-ddp-job-gpus"
+    # the ephemeral colony is named from its request's uid (issue 17.4: never two requests' alike)
+    assert colony == ephemeral_colony_name(request["metadata"]["uid"])
+    assert status["gpuRequest"] == "test-ddp-job-gpus"
     provisioned = management.get_json("colony", colony, "-n", namespace)
     assert provisioned["spec"]["colonyClusters"][0]["aws"]["instanceType"] == "p4de.24xlarge"
     pods = _pods(colony_cluster, namespace, 0)
@@ -256,3 +265,76 @@ def test_deleting_a_job_whose_cluster_forbids_cleanup_ends_and_names_what_was_le
     # the workers are still there (nobody could delete them): clean up for the next tests
     selector = f"{JOB_LABEL}=test-ddp-job"
     colony_cluster.kubectl("delete", "pods", "-n", namespace, "-l", selector, "--wait=false", check=False)
+
+
+def _job_pods(cluster: LocalCluster, namespace: str, job: str) -> list[dict[str, Any]]:
+    pods: list[dict[str, Any]] = cluster.get_json("pods", "-n", namespace, "-l", f"{JOB_LABEL}={job}")[
+        "items"
+    ]
+    return pods
+
+
+@pytest.fixture
+def json_logging_operator(management: LocalCluster, tmp_path: Path) -> Iterator[tuple[str, ManagedProcess]]:
+    """An operator of this test's own (JSON logs: every line of a handler names its object) and the
+    fresh `k-` namespace it alone watches."""
+    namespace = f"k-{uuid.uuid4().hex[:8]}"
+    management.kubectl("create", "namespace", namespace)
+    process = start_operator(management, tmp_path / "operator.log", namespace, extra_args=["--json-logs"])
+    try:
+        yield namespace, process
+    finally:
+        management.kubectl(
+            "delete", "ddpjob", "--all", "-n", namespace, "--wait=true", "--timeout=60s", check=False
+        )
+        process.stop()
+
+
+def _object_lines(log: Path, offset: int, name: str) -> list[str]:
+    """The operator's log lines since `offset` about the object `name` (JSON logs)."""
+    lines = [json.loads(line) for line in _log_since(log, offset) if line.startswith("{")]
+    return [line["message"] for line in lines if (line.get("object") or {}).get("name") == name]
+
+
+def test_a_finished_job_costs_no_timer_ticks_and_a_ttl_costs_one_wait(
+    management: LocalCluster, colony_cluster: LocalCluster, json_logging_operator: tuple[str, ManagedProcess]
+) -> None:
+    """Once a job finished and its follow-up is done (status.settledAt), its timer stops: no handler
+    runs and no "Timer 'track_ddpjob' succeeded" line is logged for it (before, one every 0.5 s for
+    ever). A job with ttlSecondsAfterFinished waits for it in one timer run and is deleted on time."""
+    namespace, operator = json_logging_operator
+    _ready_colony(management, colony_cluster, namespace)
+    kept, expiring = _job(), _job(ttlSecondsAfterFinished=6)
+    expiring["metadata"]["name"] = "expiring-job"
+    _apply(management, namespace, kept)
+    _apply(management, namespace, expiring)
+    for name in ("test-ddp-job", "expiring-job"):
+        eventually(lambda name=name: _status(management, namespace, name).get("phase") == "Running", 40)
+        for pod in _job_pods(colony_cluster, namespace, name):
+            _finish(colony_cluster, namespace, pod["metadata"]["name"], "Succeeded")
+    settled = eventually(lambda: _status(management, namespace).get("settledAt"), 30)
+    assert _status(management, namespace)["phase"] == "Succeeded" and settled
+    eventually(lambda: _status(management, namespace, "expiring-job").get("settledAt"), 30)
+    finished = _status(management, namespace, "expiring-job")["completionTime"]
+    log = operator.log_path
+    assert "Timer 'track_ddpjob' succeeded." in _object_lines(log, 0, "test-ddp-job")  # it was tracked
+
+    time.sleep(1)  # a tick in flight when settledAt was written
+    start = log.stat().st_size
+    time.sleep(5)
+    ticks = _object_lines(log, start, "test-ddp-job")
+    assert ticks == [], ticks  # it was 10 lines of "Timer 'track_ddpjob' succeeded." in 5 s
+    assert _status(management, namespace)["phase"] == "Succeeded"  # and it still exists, untouched
+
+    gone = management.kubectl  # the expiring job is deleted by its TTL, after one timer run
+    eventually(lambda: gone("get", "ddpjob", "expiring-job", "-n", namespace, check=False).returncode, 20)
+    finished_at = datetime.strptime(finished, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert 6 <= time.time() - finished_at.timestamp() < 6 + 10
+    runs = [m for m in _object_lines(log, start, "expiring-job") if m == "Timer 'track_ddpjob' succeeded."]
+    assert len(runs) <= 1, runs  # one wait for the TTL, not a tick every 0.5 s
+
+
+def _log_since(log: Path, offset: int) -> list[str]:
+    with log.open("rb") as stream:
+        stream.seek(offset)
+        return stream.read().decode(errors="replace").splitlines()

@@ -60,6 +60,13 @@ def _phase(management: LocalCluster, namespace: str, name: str, phase: str) -> d
     return status if status.get("phase") == phase else None
 
 
+def _ready(management: LocalCluster, namespace: str, name: str) -> dict[str, Any]:
+    """The request's status once it is Ready; until then an AssertionError saying where it is."""
+    status = _status(management, namespace, name)
+    assert status.get("phase") == "Ready", f"{name} is {status.get('phase')}: {status.get('message')}"
+    return status
+
+
 def _reserved(cluster: LocalCluster, namespace: str, name: str) -> dict[str, int]:
     label = reservation_label(f"{namespace}/{name}")
     return {
@@ -221,7 +228,7 @@ def test_quota_borrowing_and_reclaim_between_two_teams(
     evicted = _status(management, namespace, "a-big")
     assert evicted["phase"] == "Queued" and evicted["evictedBy"] == f"{team_b}/b-own"
     # Team A still gets its own nominal 8.
-    eventually(lambda: _phase(management, namespace, "a-more", "Ready"), 40)
+    eventually(lambda: _ready(management, namespace, "a-more"), 40)
 
     def team_a_usage() -> bool:
         usage = management.get_json("gpuqueue", f"team-a-{suffix}").get("status") or {}

@@ -41,6 +41,12 @@ USAGE_ERRORS = [
     ["completion", "tcsh"],
     ["render", "-f", "-", "-o", "toml"],
     ["simulate"],
+    ["colonies", "list", "-o", "jsonpath={.items[*].metadata.name"],
+    ["jobs", "get", "x", "-o", "jsonpath"],
+    ["gpr", "list", "-w", "-o", "jsonpath={range .items[*]}{.x}"],
+    ["offers", "--gpu", "A100", "-o", "jsonpath={end}"],
+    ["render", "-f", "-", "-o", "jsonpath={.a b}"],
+    ["simulate", "trace.csv", "-o", "jsonpath={}"],
 ]
 
 
@@ -145,6 +151,9 @@ def test_completion_answers_subcommands(tmp_path: Path) -> None:
     env = {**os.environ, "_COLONY_COMPLETE": "complete_bash", "COMP_WORDS": "colony col", "COMP_CWORD": "1"}
     process = subprocess.run([sys.executable, "-m", "colony"], env=env, capture_output=True, text=True)
     assert "colonies" in process.stdout, process.stdout + process.stderr
+    env |= {"COMP_WORDS": "colony offers --gpu A100 -o j", "COMP_CWORD": "5"}
+    process = subprocess.run([sys.executable, "-m", "colony"], env=env, capture_output=True, text=True)
+    assert process.stdout.split() == ["json", "jsonpath="], process.stdout + process.stderr
 
 
 def test_version_without_a_cluster_says_unknown(tmp_path: Path) -> None:
@@ -255,3 +264,96 @@ def test_wait_durations_and_outcomes() -> None:
     assert outcome(["c"], {"c": unreachable}, gone=False) is None  # may come back: wait
     assert outcome(["c"], {"c": None}, gone=True) == (True, "c deleted")
     assert outcome(["c"], {"c": ready}, gone=True) is None
+
+
+def test_dev_without_the_control_plane_asks_first_and_needs_yes_when_piped(tmp_path: Path) -> None:
+    env = {**os.environ, "COLONY_CACHE_DIR": str(tmp_path / "empty-cache"), "KUBECONFIG": str(tmp_path / "k")}
+    process = subprocess.run(
+        [sys.executable, "-m", "colony", "dev"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert process.returncode == 2, process.stdout + process.stderr
+    assert process.stderr.splitlines() == [
+        "error: the first `colony dev` builds the control plane (20-30 minutes): pass --yes"
+    ]
+    assert not (tmp_path / "empty-cache").exists()  # nothing was built
+
+
+def test_refresh_aws_without_credentials_exits_1_and_says_prices_were_not_refreshed(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    process = subprocess.run(
+        [sys.executable, "-m", "colony", "offers", "--gpu", "A100", "--refresh-aws"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert process.returncode == 1, process.stdout + process.stderr
+    assert process.stdout == ""  # no table whose caption could claim live prices
+    assert process.stderr.startswith("error: AWS prices were not refreshed: ")
+    assert len(process.stderr.splitlines()) == 1
+
+
+def test_manifests_from_stdin_with_file_dash(tmp_path: Path) -> None:
+    seed = (Path(__file__).resolve().parents[2] / "examples" / "ddpjob.yaml").read_text()
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "none")}
+    args = [
+        sys.executable,
+        "-m",
+        "colony",
+        "render",
+        "-f",
+        "-",
+        "-n",
+        "team-a",
+        "-o",
+        "jsonpath={.items[*].kind}",
+    ]
+    process = subprocess.run(args, env=env, input=seed, capture_output=True, text=True, timeout=60)
+    assert process.returncode == 0, process.stderr
+    assert "Service" in process.stdout.split() and "Pod" in process.stdout.split()
+
+
+def test_colony_wait_prints_changed_lines_when_plain_and_a_table_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    from rich.console import Console
+    from rich.live import Live
+
+    from colony.cli.waiting import ClusterLine, Display, plain_output
+
+    monkeypatch.setenv("NO_COLOR", "")
+    assert plain_output()  # NO_COLOR, whatever its value, asks for plain lines
+    first = [
+        ClusterLine("c", "", "Provisioning", "0/2", 0, ""),
+        ClusterLine("c", "d1", "Pending", "0/2", 0, ""),
+    ]
+    second = [first[0], ClusterLine("c", "d1", "Provisioning", "1/2", 8, "joining")]
+    plain = Display(None)
+    plain.update(first)
+    plain.update(second)
+    printed = [line.split("] ", 1)[1] for line in capsys.readouterr().out.splitlines()]
+    assert printed == [
+        "c  Provisioning  nodes 0/2  gpus 0",
+        "c/d1  Pending  nodes 0/2  gpus 0",
+        "c/d1  Provisioning  nodes 1/2  gpus 8  joining",  # only what changed
+    ]
+
+    buffer = io.StringIO()
+    screen = Console(file=buffer, force_terminal=True, width=80, color_system=None)
+    with Live(console=screen, auto_refresh=False) as live:
+        Display(live).update(second)
+    shown = buffer.getvalue()
+    assert "COLONY" in shown and "PROVISIONING" not in shown and "joining" in shown
+    assert "Ctrl-C stops waiting" in shown

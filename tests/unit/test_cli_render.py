@@ -167,7 +167,7 @@ def test_outside_a_checkout_the_hint_is_the_helm_install(
 
 def test_render_warns_about_unknown_gpu_types_with_the_closest_names(tmp_path: Path) -> None:
     job = yaml.safe_load((EXAMPLES / "ddpjob.yaml").read_text())
-    job["spec"]["gpuTypes"] = ["A1000", "h100"]
+    job["spec"]["gpuTypes"] = ["A1000", "h100", "*"]
     job["spec"].pop("targetColony", None)
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(job))
@@ -175,6 +175,7 @@ def test_render_warns_about_unknown_gpu_types_with_the_closest_names(tmp_path: P
     assert "warning: DDPJob" in result.stderr
     assert "GPU type A1000 is not in the offer catalog; did you mean A100" in result.stderr
     assert "h100" not in result.stderr  # a known type, in another spelling
+    assert "GPU type *" not in result.stderr  # the wildcard: every type
 
 
 def test_an_unreachable_api_server_is_an_error_not_a_stack_trace(tmp_path: Path) -> None:

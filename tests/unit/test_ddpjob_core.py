@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from colony.scheduling.placement import choose_cluster
-from colony.scheduling.teardown import EPHEMERAL_LABEL, GRACE_ANNOTATION, expired, teardown_due
+from colony.labels import EPHEMERAL_LABEL
+from colony.scheduling.capacity import choose_cluster
+from colony.scheduling.teardown import GRACE_ANNOTATION, expired, teardown_due
 from colony.status.ddpjob import job_progress
 
 

@@ -11,10 +11,10 @@ from pydantic import ValidationError
 
 from colony.api.colony import ColonySpec
 from colony.kube.helm import UnsafeKubeconfig, check_kubeconfig, private_kubeconfig
+from colony.labels import COLONY_LABEL
 from colony.render import render_colony
 from colony.render.addons import CATALOG
 from colony.render.existing_addons import HelmReleasePlan, plan_existing_releases
-from colony.render.labels import COLONY_LABEL
 from tests.unit.test_render_golden import colony_ref, docker
 
 

@@ -32,6 +32,7 @@ from colony.controllers.gpr_scheduler import (
 )
 from colony.kube.informer import Informer, newer
 from colony.kube.resources import Conflict
+from colony.scheduling.fault_rules import ledger_entry
 from colony.scheduling.queueing.model import (
     Admit,
     Decisions,
@@ -59,6 +60,7 @@ class _Kube:
 
     def __init__(self, conflicts: frozenset[str] = frozenset()) -> None:
         self.patches: list[tuple[str, dict[str, Any], str | None]] = []
+        self.object_patches: list[tuple[str, str, Any]] = []
         self.listed: list[str] = []
         self.conflicts = conflicts
         self.in_flight = self.most_in_flight = 0
@@ -79,6 +81,10 @@ class _Kube:
 
     async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
         return manifest
+
+    async def patch(self, api_version: str, kind: str, name: str, namespace: str | None, body: Any) -> Any:
+        self.object_patches.append((kind, f"{namespace}/{name}", body))
+        return body
 
     async def list(self, api_version: str, kind: str, *args: Any, **kw: Any) -> list[dict[str, Any]]:
         self.listed.append(kind)
@@ -146,7 +152,10 @@ async def test_preemptions_are_written_before_any_admission() -> None:
     victims = [_gpr(f"low{i}", phase="Ready", nodes=[]) for i in range(5)]
     winners = [_gpr(f"high{i}", phase="Queued") for i in range(5)]
     world = World(time.time(), victims + winners, [], {}, {})
-    world.clusters[("pool/pool", "c")] = ClusterView("pool/pool", "c", cast(Any, _Cluster()), [], [])
+    labelling = asyncio.Event()
+    world.clusters[("pool/pool", "c")] = ClusterView(
+        "pool/pool", "c", cast(Any, _Cluster(gate=labelling)), [], []
+    )
     placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 1),))
     decisions = Decisions(
         admitted=tuple(Admit(f"team/high{i}", placement) for i in range(5)),
@@ -161,6 +170,7 @@ async def test_preemptions_are_written_before_any_admission() -> None:
     assert max(i for i, p in enumerate(phases) if p == "Queued") < phases.index("Admitted")
     # the pass is done once every admission is in status; labels and Ready follow in the background
     assert set(_reservations_in_flight(memo)) == {f"team/high{i}" for i in range(5)}
+    labelling.set()
     await asyncio.gather(*_reservations_in_flight(memo).values())
     phases = [status.get("phase") for _, status, _ in kube.patches]
     assert phases.count("Ready") == 5 and not _reservations_in_flight(memo)
@@ -169,8 +179,10 @@ async def test_preemptions_are_written_before_any_admission() -> None:
 async def test_an_admission_finishing_in_the_background_is_not_redone_and_preemption_waits_for_it() -> None:
     kube = _Kube()
     memo = _memo(kube)
-    admitted = _gpr("a", phase="Admitted", colony="pool/pool", nodes=[])
+    on_n = [{"cluster": "c", "node": "n", "gpus": 1}]
+    admitted = _gpr("a", phase="Admitted", colony="pool/pool", nodes=on_n)
     world = World(time.time(), [admitted], [], {}, {})
+    world.clusters[("pool/pool", "c")] = ClusterView("pool/pool", "c", cast(Any, _Cluster()), [], [])
     release = asyncio.Event()
 
     async def held_announcement() -> None:
@@ -211,6 +223,38 @@ async def test_a_deleted_request_is_released_without_listing_every_request() -> 
     gpr = _gpr("done", phase="Ready", colony="pool/pool", nodes=[{"cluster": "c", "node": "n", "gpus": 1}])
     await release_on_delete(_memo(kube), gpr)
     assert kube.listed == []
+    # its colony could not be read: the label left on its node is recorded on the colony
+    key, value = ledger_entry(reservation_label("team/done"), ["c/n"])
+    assert kube.object_patches == [("Colony", "pool/pool", {"metadata": {"annotations": {key: value}}})]
+
+
+class _ChangedOnce(_Kube):
+    """The first preconditioned write meets a newer version; `fresh` is what a re-read returns."""
+
+    def __init__(self, fresh: dict[str, Any] | None) -> None:
+        super().__init__(conflicts=frozenset({"r"}))
+        self.fresh = fresh
+        self.gets = 0
+
+    async def get(self, *args: Any, **kw: Any) -> dict[str, Any] | None:
+        self.gets += 1
+        self.conflicts = frozenset()
+        return self.fresh
+
+
+async def test_a_phase_change_meeting_a_newer_version_is_redone_on_it_only_while_it_applies() -> None:
+    read = _gpr("r", phase="Ready", colony="pool/pool", nodes=[{"cluster": "c", "node": "n", "gpus": 1}])
+    released = {"phase": "Released", "nodes": []}
+    update = gpr_scheduler._moving(read, released, ("Admitted", "Ready"), same_allocation=True)
+    annotated = {**read, "metadata": {**read["metadata"], "resourceVersion": "7"}}
+    kube = _ChangedOnce(annotated)
+    patched, _ = await gpr_scheduler._write_on_version(_memo(kube), read, update)
+    assert patched is not None and kube.gets == 1
+    assert kube.patches == [("r", released, "7")]  # onto the fresh version, never over it
+    for fresh in (None, _gpr("r", 7, phase="Queued")):  # gone, or no longer holding those GPUs
+        kube = _ChangedOnce(fresh)
+        patched, seen = await gpr_scheduler._write_on_version(_memo(kube), read, update)
+        assert patched is None and seen is fresh and kube.patches == []
 
 
 def test_informer_keeps_the_newest_version_of_each_object() -> None:
@@ -253,11 +297,14 @@ def test_the_gpus_of_a_request_being_deleted_are_free_before_its_label_comes_off
 class _Cluster:
     """A colony cluster's client: records node label patches."""
 
-    def __init__(self, unreadable: bool = False) -> None:
+    def __init__(self, unreadable: bool = False, gate: asyncio.Event | None = None) -> None:
         self.labels: list[dict[str, str | None]] = []
         self.unreadable = unreadable  # the patch answers without the label (e.g. a webhook dropped it)
+        self.gate = gate  # label writes wait for it
 
     async def patch_labels(self, *args: Any) -> dict[str, Any]:
+        if self.gate is not None:
+            await self.gate.wait()
         self.labels.append(dict(args[-1]))
         if self.unreadable:
             return {"metadata": {"name": args[2], "labels": {}}}
@@ -364,3 +411,52 @@ def test_a_new_request_is_queued_by_the_loop_and_an_admitted_one_never_goes_back
     assert new["phase"] == "Queued" and new["message"] == "waiting for quota"
     admitted = estimate_update(world, _gpr("old", phase="Admitted"), Estimate(4, None, "waiting for quota"))
     assert "phase" not in admitted and "message" not in admitted
+
+
+class _ColonyClient:
+    """A colony cluster's client: lists answer at once, or never when `hangs`."""
+
+    def __init__(self, server: str, hangs: bool) -> None:
+        self.api = type("Api", (), {"configuration": type("Conf", (), {"host": server})()})()
+        self.hangs = hangs
+        self.lists = 0
+
+    async def list(self, api_version: str, kind: str, **kw: Any) -> list[dict[str, Any]]:
+        self.lists += 1
+        if self.hangs:
+            await asyncio.Event().wait()
+        return [{"kind": kind, "metadata": {"name": f"{kind.lower()}-1"}}]
+
+
+def _ready_colony(name: str, clusters: list[str]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "team"},
+        "status": {"phase": "Ready", "clusters": [{"name": c, "phase": "Ready"} for c in clusters]},
+    }
+
+
+async def test_colony_reads_run_concurrently_under_one_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two hung colonies cost one deadline, not two; the healthy colony and a cluster shared by two
+    colonies (one server) are read once and kept; views come in the colonies' sorted order."""
+    servers = {
+        "a-hung": "https://hung-1",
+        "b-ok": "https://ok",
+        "c-hung": "https://hung-2",
+        "d-ok": "https://ok",
+    }
+    clients = {s: _ColonyClient(s, hangs="hung" in s) for s in set(servers.values())}
+
+    async def cluster_client(memo: Any, namespace: str, name: str, cluster: str, colony: Any) -> Any:
+        return clients[servers[name]]
+
+    monkeypatch.setattr(gpr_scheduler, "cluster_client", cluster_client)
+    monkeypatch.setattr(gpr_scheduler, "CLUSTER_READ_TIMEOUT_S", 0.5)
+    colonies = {f"team/{n}": _ready_colony(n, ["main"]) for n in servers}
+    world = World(time.time(), [], [], colonies, colonies)
+    started = time.monotonic()
+    await gpr_scheduler._read_colonies(cast(kopf.Memo, object()), world, sorted(colonies))
+    elapsed = time.monotonic() - started
+    assert 0.45 < elapsed < 0.9, elapsed  # one deadline for both hung colonies, not two (1.0 s)
+    assert list(world.clusters) == [("team/b-ok", "main"), ("team/d-ok", "main")]
+    assert clients["https://ok"].lists == 2  # nodes and pods, once for the two colonies sharing it
+    assert set(world.reads) == {"https://ok"}

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from colony.api.placementpolicy import PlacementPolicySpec
+from colony.labels import FINALIZER
 from colony.placement import decide as act
 from colony.placement import duplicate as dup
 from colony.placement.candidates import Candidates, ColonyView, candidates, colony_view
@@ -14,7 +15,6 @@ from colony.placement.names import (
     CLUSTER_ANNOTATION,
     COLONY_ANNOTATION,
     COPIES_ANNOTATION,
-    FINALIZER,
     GENERATION_ANNOTATION,
     MEMBERS_ANNOTATION,
     MESSAGE_ANNOTATION,

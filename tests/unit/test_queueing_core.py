@@ -18,7 +18,7 @@ from colony.scheduling.queueing.model import (
     GpuRequest,
     NodeAllocation,
     Placement,
-    PlacementPolicy,
+    PlacementStrategy,
     QueueOrder,
     QueueQuota,
     RunningRequest,
@@ -56,7 +56,7 @@ def snap(
     colonies: Sequence[ColonyInfo] = (),
     queues: Sequence[QueueQuota] = (),
     offers: Sequence[Offer] = (),
-    policy: PlacementPolicy = "cheapest",
+    policy: PlacementStrategy = "cheapest",
     order: QueueOrder = "default",
 ) -> Snapshot:
     return Snapshot(
@@ -362,7 +362,7 @@ def test_requests_stay_on_their_colonies() -> None:
 
 @pytest.mark.parametrize("policy", ["cheapest", "binpack", "spread", "ordered"])
 def test_a_requests_own_colony_order_fills_the_first_listed_colony_then_spills(
-    policy: PlacementPolicy,
+    policy: PlacementStrategy,
 ) -> None:
     """colony_order (fill-and-spill per request) wins over the policy: the dear first colony fills
     up before the cheap second one is used; a colony not in `colonies` is never used."""
@@ -382,7 +382,7 @@ def test_a_requests_own_colony_order_fills_the_first_listed_colony_then_spills(
 
 @pytest.mark.parametrize(("policy", "node"), [("binpack", "n1"), ("spread", "n2"), ("cheapest", "n1")])
 def test_binpack_takes_the_least_free_node_that_fits_and_spread_the_most(
-    policy: PlacementPolicy, node: str
+    policy: PlacementStrategy, node: str
 ) -> None:
     running = [run(req("r0", 7), "c", ["n0"]), run(req("r1", 5), "c", ["n1"]), run(req("r2", 1), "c", ["n2"])]
     d = schedule(snap([req("want", 2)], running=running, gpu_nodes=nodes("c", 8, 8, 8), policy=policy))

@@ -16,7 +16,7 @@ from kopf._cogs.configs.configuration import OperatorSettings
 from kopf._core.actions.loggers import LocalObjectLogger
 
 from colony import redaction
-from colony.controllers.settings import DIFFBASE_IGNORED_FIELDS
+from colony.controllers.kopf_settings import DIFFBASE_IGNORED_FIELDS
 from colony.logging_setup import configure_logging
 from colony.redaction import OMITTED, REDACTED, redact, remember
 from colony.render.resources import without_plain_wandb_key

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from colony.api.colony import ColonySpec
+from colony.labels import ADDON_LABEL, COLONY_LABEL
 from colony.render import RenderedColony, render_colony
 from colony.render.addons import CATALOG, helm_chart_proxy_name
-from colony.render.labels import ADDON_LABEL, COLONY_LABEL
 from colony.render.names import MAX_NAME_LENGTH, name_problem
 from colony.versions import pinned
 from tests.unit.test_render_golden import colony_ref, docker, render_case

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from colony.api.colony import ColonySpec
+from colony.labels import CLUSTER_LABEL, COLONY_LABEL
 from colony.render import HostedControlPlanePorts, Manifest, RenderedColony, render_colony
-from colony.render.labels import CLUSTER_LABEL, COLONY_LABEL
 from colony.render.names import name_problem
 from tests.unit.test_render_golden import CASES, NAMESPACE, colony_ref, docker, remote, render_case
 

@@ -9,6 +9,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,7 @@ from colony.simulate import (
 from colony.simulate.cluster import tenant_queues, to_request
 from colony.simulate.metrics import Metrics, mean, percentile
 from colony.simulate.replay import JobOutcome, ReplayResult
+from colony.simulate.trace import tile, write_trace
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 HEADER = "job_id,tenant,submit_time_s,gpus,gpu_type,duration_s,priority,evictable\n"
@@ -561,3 +563,27 @@ def test_cli_plot_without_matplotlib_says_how_to_install_it(
     assert result.exit_code == 1
     assert "--plot needs matplotlib: pip install 'colony-operator[plot]'" in result.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_tile_makes_back_to_back_copies_with_unique_ids_and_writes_csv() -> None:
+    jobs = (
+        TraceJob("x", "a", 10.0, 1, "", 5.0),
+        TraceJob("y", "b", 40.0, 2, "V100", 7.5, priority=1, evictable=True),
+    )
+    assert parse_trace(io.StringIO(_written((TraceJob("z", "a", 12345678.9, 1, "", 0.1),)))) == (
+        TraceJob("z", "a", 12345678.9, 1, "", 0.1),
+    )
+    tiled = tile(jobs, 5, gap_s=100.0)
+    assert [j.job_id for j in tiled] == ["x", "y", "x#1", "y#1", "x#2"]
+    assert [j.submit_time_s for j in tiled] == [10.0, 40.0, 140.0, 170.0, 270.0]
+    assert tiled[3] == replace(jobs[1], job_id="y#1", submit_time_s=170.0)
+    assert tile(jobs, 0) == () and tile((), 3) == ()
+    out = io.StringIO()
+    write_trace(tiled, out)
+    assert parse_trace(io.StringIO(out.getvalue())) == tiled
+
+
+def _written(jobs: tuple[TraceJob, ...]) -> str:
+    out = io.StringIO()
+    write_trace(jobs, out)
+    return out.getvalue()

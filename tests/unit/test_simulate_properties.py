@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from colony.scheduling.queueing.core import schedule
 from colony.scheduling.queueing.model import Decisions, GpuRequest, QueueOrder, RunningRequest, Snapshot
-from colony.scheduling.queueing.ordering import serve_order
 from colony.simulate import SimCluster, TraceJob, replay
 from colony.simulate.cluster import tenant_queues, to_request
 from colony.simulate.replay import ReplayResult
@@ -36,7 +35,7 @@ def traces(draw: st.DrawFn, gpus: int, tenants: tuple[str, ...] = ("a",)) -> tup
 
 class HeadWatch:
     """The real scheduler with estimates on (same decisions); records, per pass, the estimated start of
-    the first waiting request in serve order (the reserved head) when it has one."""
+    the requests holding a head reservation (Decisions.reserved: EASY backfill)."""
 
     def __init__(self, aged_only: bool) -> None:
         self.aged_only = aged_only
@@ -46,18 +45,12 @@ class HeadWatch:
     def __call__(self, snapshot: Snapshot) -> Decisions:
         full = replace(snapshot, estimates=True)
         decisions = schedule(full)
-        admitted = {a.key for a in decisions.admitted}
-        waiting = [
-            r
-            for r in serve_order(snapshot.pending, snapshot.order, snapshot.now_s, snapshot.aging_s)
-            if r.key not in admitted
-        ]
-        if waiting and not decisions.preemptions:
-            head = waiting[0]
-            aged = snapshot.now_s - head.submitted_s >= snapshot.aging_s
-            start = decisions.estimates[head.key].start_s
+        submitted = {r.key: r.submitted_s for r in snapshot.pending}
+        for key in decisions.reserved if not decisions.preemptions else ():
+            aged = snapshot.now_s - submitted[key] >= snapshot.aging_s
+            start = decisions.estimates[key].start_s
             if start is not None and (aged or not self.aged_only):
-                self.promised[head.key] = min(start, self.promised.get(head.key, math.inf))
+                self.promised[key] = min(start, self.promised.get(key, math.inf))
         return decisions
 
 
@@ -93,12 +86,19 @@ def aging_bound(jobs: tuple[TraceJob, ...], job: TraceJob, aging_s: float) -> fl
 
 
 @SETTINGS
-@given(traces(gpus=8), st.sampled_from([0.0, 100.0, 600.0]))
+@given(
+    traces(gpus=8, tenants=("a", "b")),
+    st.sampled_from([0.0, 100.0, 600.0]),
+    st.sampled_from(["default", "shortest"]),
+    st.booleans(),
+)
 def test_with_aging_every_request_starts_within_the_documented_bound(
-    jobs: tuple[TraceJob, ...], aging_s: float
+    jobs: tuple[TraceJob, ...], aging_s: float, policy: QueueOrder, queues: bool
 ) -> None:
+    """With or without tenant queues (one cohort lending all its quota, fair sharing between them):
+    neither fair sharing nor shortest-first nor backfill postpones a request past the bound."""
     cluster = SimCluster(gpus=8, gpus_per_node=1)
-    result = replay(jobs, cluster, "shortest", aging_s=aging_s, queues=False)
+    result = replay(jobs, cluster, policy, aging_s=aging_s, queues=queues)
     assert len(result.completed) == len(jobs)
     for outcome in result.completed:
         assert outcome.wait_s <= aging_bound(jobs, outcome.job, aging_s), outcome
@@ -162,3 +162,43 @@ def test_the_fast_replay_admits_what_full_passes_admit_in_the_same_order(
 
     replay(jobs, cluster, policy, scheduler=quick)
     assert fast == operator_loop(jobs, cluster, policy)
+
+
+def test_a_scripted_scenario_replays_as_the_operator_decides() -> None:
+    """Two tenants on 8 GPUs (2 nodes x 4): the fast replay admits what full passes admit, in the
+    same order, under every order; under "default" the short job of tenant b backfills before the
+    blocked gang of tenant a, which a FIFO queue does not allow."""
+    jobs = (
+        TraceJob("a0", "a", 0.0, 4, "", 100.0),
+        TraceJob("a1", "a", 0.0, 8, "", 100.0),
+        TraceJob("b0", "b", 1.0, 4, "", 50.0),
+        TraceJob("b1", "b", 2.0, 4, "", 500.0),
+        TraceJob("a2", "a", 3.0, 2, "", 30.0),
+    )
+    cluster = SimCluster(gpus=8, gpus_per_node=4)
+    orders: dict[str, list[tuple[float, str]]] = {}
+    for policy in ("fifo", "priority", "default", "shortest"):
+        fast: list[tuple[float, str]] = []
+
+        def quick(snapshot: Snapshot, into: list[tuple[float, str]] = fast) -> Decisions:
+            decisions = schedule(snapshot)
+            into.extend((snapshot.now_s, a.key) for a in decisions.admitted)
+            return decisions
+
+        replay(jobs, cluster, policy, scheduler=quick)
+        assert fast == operator_loop(jobs, cluster, policy), policy
+        orders[policy] = fast
+    assert orders["fifo"] == [(0.0, "a0"), (100.0, "a1"), (200.0, "b0"), (200.0, "b1"), (250.0, "a2")]
+    # fair sharing: at t=51 tenant b (share 1 with b1) goes before tenant a (share 3 with a1), and a1
+    # is not aged yet (6 h); shortest-first serves across queues, and a1 holds the head reservation
+    assert orders["default"] == [(0.0, "a0"), (1.0, "b0"), (51.0, "b1"), (100.0, "a2"), (551.0, "a1")]
+    assert orders["shortest"] == [(0.0, "a0"), (1.0, "b0"), (51.0, "a2"), (100.0, "a1"), (200.0, "b1")]
+    # without quotas a1 holds the head reservation (t=100): a2 backfills (ends at 81), b1 does not
+    easy = replay(jobs, cluster, "default", queues=False)
+    assert sorted((o.start_s, o.job.job_id) for o in easy.completed) == [
+        (0.0, "a0"),
+        (1.0, "b0"),
+        (51.0, "a2"),
+        (100.0, "a1"),
+        (200.0, "b1"),
+    ]

@@ -46,3 +46,19 @@ grants and NOTES.txt says so).
 {{- end -}}
 {{- if and .Values.watchNamespaces $exact -}}true{{- end -}}
 {{- end -}}
+
+{{/* The Lease of leader election (in the release namespace). */}}
+{{- define "colony-operator.leaseName" -}}
+{{- printf "%s-leader" (include "colony-operator.fullname" . | trunc 56 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* Fail on replica and leader-election values that cannot work together. */}}
+{{- define "colony-operator.validateLeaderElection" -}}
+{{- $le := .Values.leaderElection -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not $le.enabled) -}}
+{{- fail "replicaCount > 1 needs leaderElection.enabled: only the leader may run the handlers" -}}
+{{- end -}}
+{{- if and $le.enabled (not (and (lt (int $le.retryPeriodSeconds) (int $le.renewDeadlineSeconds)) (lt (int $le.renewDeadlineSeconds) (int $le.leaseDurationSeconds)))) -}}
+{{- fail "leaderElection needs retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds" -}}
+{{- end -}}
+{{- end -}}

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
+from colony.timefmt import now_rfc3339
 
-def now_rfc3339() -> str:
-    """The current time as RFC 3339 (seconds precision, UTC), as Kubernetes writes timestamps."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+__all__ = ["now_rfc3339", "set_condition"]
 
 
 def set_condition(

@@ -172,6 +172,12 @@ class DDPJobStatus(ResourceStatus):
     teardown_requested_at: datetime | None = Field(
         default=None, description="When deletion of the job's ephemeral colony was requested."
     )
+    settled_at: datetime | None = Field(
+        default=None,
+        description="When the operator finished its follow-up of the finished job (its GPR deleted, "
+        "its ephemeral colony's teardown requested or left to the colony's last job); from then on "
+        "it spends nothing on the job, which only waits for ttlSecondsAfterFinished, if any.",
+    )
     price_per_gpu_hour: float | None = Field(
         default=None, description="USD per GPU-hour of the colony when the job was placed (unknown: absent)."
     )

@@ -69,9 +69,10 @@ class GPUQueueSpec(ApiModel):
     queueing_strategy: Literal["BestEffortFIFO", "ShortestFirst"] | None = Field(
         default=None,
         description="Order of the queue's requests among themselves. BestEffortFIFO: submission order, "
-        "with backfill. ShortestFirst: shortest declared GPU time (GPUs x exitDuration) first; a request "
-        "waiting longer than the operator's aging time (COLONY_QUEUE_AGING_SECONDS) goes before younger "
-        "ones, oldest first. Absent: the operator's COLONY_QUEUE_POLICY.",
+        "with backfill. ShortestFirst: highest response ratio (waited + exitDuration) / exitDuration "
+        "first (the shortest first among requests submitted together); a request waiting longer than the "
+        "operator's aging time (COLONY_QUEUE_AGING_SECONDS) goes before younger ones, oldest first. "
+        "Absent: the operator's COLONY_QUEUE_POLICY.",
     )
 
 

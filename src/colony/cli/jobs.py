@@ -57,7 +57,7 @@ from colony.cli.kube import (
     watch_forever,
     with_namespace,
 )
-from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, RANK_LABEL
+from colony.labels import ATTEMPT_LABEL, JOB_LABEL, RANK_LABEL
 from colony.render.resources import gpu_request_name
 
 if TYPE_CHECKING:

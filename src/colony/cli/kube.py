@@ -26,6 +26,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from colony.cli.jsonpath import PREFIX as JSONPATH_PREFIX
+from colony.cli.jsonpath import JsonPathError, JsonPathTemplate, OutputChoice, parse_template
+from colony.timefmt import parse_time_lenient
+
 if TYPE_CHECKING:  # the client library takes 0.4 s to import: only commands that talk to a cluster do
     from colony.api.base import ResourceDefinition
     from colony.kube.resources import Kube, KubeApiError
@@ -49,8 +53,9 @@ class CliError(Exception):
         self.code = code
 
 
-class OutputFormat(StrEnum):
-    """How list/get commands print objects (kubectl's -o)."""
+class OutputFormat(OutputChoice, StrEnum):
+    """How list/get commands print objects (kubectl's -o); `-o jsonpath=TEMPLATE` is a
+    JsonPathTemplate instead."""
 
     table = "table"
     wide = "wide"
@@ -95,9 +100,56 @@ NamespaceOption = Annotated[
 AllNamespacesOption = Annotated[
     bool, typer.Option("--all-namespaces", "-A", help="List across all namespaces.")
 ]
+
+
+def output_parser(formats: type[StrEnum]) -> Callable[[Any], OutputChoice]:
+    """The parser of a command's `-o`: one of `formats` (an enum mixing in OutputChoice), or
+    `jsonpath=TEMPLATE` (a JsonPathTemplate); BadParameter (a one-line usage error, exit 2) for
+    anything else."""
+    choices: dict[str, OutputChoice] = {}
+    for member in formats:
+        if not isinstance(member, OutputChoice):
+            raise TypeError(f"{formats.__name__} must mix in OutputChoice")
+        choices[str(member.value)] = member
+
+    def parse(value: Any) -> OutputChoice:
+        if isinstance(value, OutputChoice):
+            return value
+        text = str(value)
+        if text in choices:
+            return choices[text]
+        if text.startswith(JSONPATH_PREFIX):
+            try:
+                return parse_template(text.removeprefix(JSONPATH_PREFIX))
+            except JsonPathError as error:
+                raise typer.BadParameter(f"bad jsonpath template: {error}") from None
+        if text == "jsonpath":
+            raise typer.BadParameter("jsonpath needs a template, e.g. -o jsonpath='{.metadata.name}'")
+        raise typer.BadParameter(f"{text} is not a format: use {', '.join(choices)} or jsonpath=TEMPLATE")
+
+    return parse
+
+
+def output_option(formats: type[StrEnum], help_text: str) -> Any:
+    """typer's `-o/--output FORMAT` option for `formats` and jsonpath templates (completion
+    offers the formats and `jsonpath=`)."""
+    words = [*(str(f.value) for f in formats), JSONPATH_PREFIX]
+
+    def complete(incomplete: str) -> list[str]:
+        return [word for word in words if word.startswith(incomplete)]
+
+    return typer.Option(
+        "--output",
+        "-o",
+        metavar="FORMAT",
+        parser=output_parser(formats),
+        autocompletion=complete,
+        help=help_text,
+    )
+
+
 OutputOption = Annotated[
-    OutputFormat,
-    typer.Option("--output", "-o", metavar="FORMAT", help="table, wide, name, yaml or json."),
+    OutputChoice, output_option(OutputFormat, "table, wide, name, yaml, json or jsonpath=TEMPLATE.")
 ]
 WatchOption = Annotated[
     bool, typer.Option("--watch", "-w", help="After listing, print each change (Ctrl-C stops).")
@@ -212,6 +264,7 @@ async def connect() -> Kube:
     from kubernetes_asyncio import client, config
 
     from colony.kube.resources import Kube
+    from colony.kube.timeouts import bound_requests
 
     paths = _existing_kubeconfigs()
     configuration = client.Configuration()
@@ -223,7 +276,7 @@ async def connect() -> Kube:
         )
     except Exception as error:  # the loader raises ConfigException and plain errors alike
         raise CliError(f"kubeconfig {', '.join(map(str, paths))} is unusable: {error}") from error
-    return Kube(client.ApiClient(configuration))
+    return Kube(bound_requests(client.ApiClient(configuration)))  # every request time-bounded
 
 
 def run(work: Callable[[Kube], Awaitable[T]]) -> T:
@@ -428,9 +481,11 @@ def clean(obj: Mapping[str, Any]) -> dict[str, Any]:
     return copy
 
 
-def dump(data: Any, output: OutputFormat) -> str:
-    """`data` as YAML or JSON text."""
-    if output is OutputFormat.json:
+def dump(data: Any, output: OutputChoice) -> str:
+    """`data` as YAML, JSON or a jsonpath template's text."""
+    if isinstance(output, JsonPathTemplate):
+        return output.render(data)
+    if output == OutputFormat.json:  # also another command's `json` (formats are str enums)
         return json.dumps(data, indent=2, sort_keys=False)
     return yaml.safe_dump(data, sort_keys=False).rstrip("\n")
 
@@ -442,15 +497,29 @@ def object_name(obj: Mapping[str, Any]) -> str:
     return f"{kind}.{group}/{obj['metadata']['name']}" if group else f"{kind}/{obj['metadata']['name']}"
 
 
+def print_data(data: Any, output: OutputChoice) -> None:
+    """Print `data` as YAML or JSON (with a newline), or a jsonpath template's text (as is, as
+    kubectl: `{"\\n"}` ends a line)."""
+    if isinstance(output, JsonPathTemplate):
+        try:
+            typer.echo(output.render(data), nl=False)
+        except JsonPathError as error:
+            raise CliError(f"bad jsonpath template: {error}", EXIT_USAGE) from None
+    else:
+        typer.echo(dump(data, output))
+    sys.stdout.flush()
+
+
 def print_objects(
     objects: Sequence[Mapping[str, Any]],
-    output: OutputFormat,
+    output: OutputChoice,
     render_table: RenderTable,
     *,
     single: bool = False,
     header: bool = True,
 ) -> None:
-    """Print objects as a table (wide: every column), names, or YAML/JSON (a `List` unless `single`)."""
+    """Print objects as a table (wide: every column), names, or YAML/JSON/jsonpath (of a `List`
+    unless `single`)."""
     if output in (OutputFormat.table, OutputFormat.wide):
         VIEW.wide = output is OutputFormat.wide
         rendered = render_table(objects)
@@ -462,18 +531,17 @@ def print_objects(
     else:
         cleaned = [clean(o) for o in objects]
         data: Any = cleaned[0] if single else {"apiVersion": "v1", "kind": "List", "items": cleaned}
-        typer.echo(dump(data, output))
+        print_data(data, output)
     sys.stdout.flush()
 
 
-def print_event(obj: Mapping[str, Any], output: OutputFormat, render_table: RenderTable) -> None:
+def print_event(obj: Mapping[str, Any], output: OutputChoice, render_table: RenderTable) -> None:
     """One watched change: a table row without header, a name, or the object (YAML documents are
-    separated by `---`)."""
+    separated by `---`; a jsonpath template is applied to the object, as kubectl does)."""
     if output is OutputFormat.yaml:
         typer.echo("---")
-    if output in (OutputFormat.yaml, OutputFormat.json):
-        typer.echo(dump(clean(obj), output))
-        sys.stdout.flush()
+    if output in (OutputFormat.yaml, OutputFormat.json) or isinstance(output, JsonPathTemplate):
+        print_data(clean(obj), output)
         return
     print_objects([obj], output, render_table, header=False)
 
@@ -481,7 +549,7 @@ def print_event(obj: Mapping[str, Any], output: OutputFormat, render_table: Rend
 def watch_forever(
     resource: ResourceDefinition,
     namespace: str | None,
-    output: OutputFormat,
+    output: OutputChoice,
     render_table: RenderTable,
     *,
     field_selector: str | None = None,
@@ -513,7 +581,7 @@ def watch_forever(
 def print_namespace_list(
     resource: ResourceDefinition,
     namespace: str | None,
-    output: OutputFormat,
+    output: OutputChoice,
     render_table: RenderTable,
     plural_kind: str,
     *,
@@ -552,15 +620,8 @@ def print_details(pairs: Iterable[tuple[str, str]]) -> None:
 # -- formatting helpers (pure) ------------------------------------------------------------------
 
 
-def parse_timestamp(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp from the API (with Z or an offset), or None."""
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+parse_timestamp = parse_time_lenient
+"""An RFC 3339 timestamp from the API (with Z or an offset), or None (colony.timefmt)."""
 
 
 def duration(seconds: float) -> str:

@@ -134,6 +134,32 @@ def operator(
     webhook_addr: Annotated[
         str, typer.Option("--webhook-addr", metavar="ADDR", help="Address the webhook listens on.")
     ] = "0.0.0.0",
+    leader_election_namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--leader-election-namespace",
+            metavar="NS",
+            help="Elect a leader on a Lease in this namespace; only the leader runs the handlers.",
+        ),
+    ] = None,
+    leader_election_lease: Annotated[
+        str,
+        typer.Option("--leader-election-lease", metavar="NAME", help="Name of the leader election Lease."),
+    ] = "colony-operator-leader",
+    lease_duration: Annotated[
+        float,
+        typer.Option("--lease-duration", metavar="SECONDS", help="Take over a Lease unrenewed this long."),
+    ] = 8.0,
+    lease_renew_deadline: Annotated[
+        float,
+        typer.Option(
+            "--lease-renew-deadline", metavar="SECONDS", help="Stop leading when unrenewed this long."
+        ),
+    ] = 5.0,
+    lease_retry_period: Annotated[
+        float,
+        typer.Option("--lease-retry-period", metavar="SECONDS", help="Renew or try the Lease this often."),
+    ] = 1.0,
 ) -> None:
     """Run the operator (the Helm chart's Deployment runs this).
 
@@ -141,8 +167,12 @@ def operator(
 
     The offer catalog that prices colonies is the shipped one unless COLONY_OFFERS_CSV (a file) or
     COLONY_OFFERS_CONFIGMAP (namespace/name, key gpu-offers.csv) names another.
+
+    With --leader-election-namespace, several replicas may run: the holder of the Lease runs the
+    handlers and loops, the others serve the webhook and liveness and take over when it dies.
     """
-    from colony.operator import run_operator
+    from colony.kube.leader import ElectionTimings
+    from colony.operator import LeaderElection, run_operator
     from colony.settings import SettingsError
 
     try:
@@ -151,6 +181,10 @@ def operator(
             from colony.controllers.webhook import WebhookOptions
 
             webhook = WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir, addr=webhook_addr)
+        election = None
+        if leader_election_namespace:
+            timings = ElectionTimings(lease_duration, lease_renew_deadline, lease_retry_period)
+            election = LeaderElection(leader_election_namespace, leader_election_lease, timings)
         run_operator(
             namespace or (),
             liveness_endpoint=liveness,
@@ -158,6 +192,7 @@ def operator(
             json_logs=json_logs,
             metrics_port=metrics_port,
             webhook=webhook,
+            election=election,
         )
     except (SettingsError, ValueError) as error:
         typer.echo(f"error: {error}", err=True)

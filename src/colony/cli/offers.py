@@ -17,7 +17,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from colony.cli.kube import EXIT_FAILURE, EXIT_USAGE, fail
+from colony.cli.jsonpath import JsonPathTemplate, OutputChoice
+from colony.cli.kube import EXIT_FAILURE, EXIT_USAGE, CliError, fail, output_option, print_data
 from colony.scheduling.offers.model import Offer
 from colony.scheduling.offers.solver import OfferRequest, RankedOffer
 
@@ -25,8 +26,8 @@ PIPED_WIDTH = 160
 """Table width when stdout is not a terminal (rich's default, 80, would squeeze the columns)."""
 
 
-class OutputFormat(StrEnum):
-    """How `colony offers` prints its answer."""
+class OutputFormat(OutputChoice, StrEnum):
+    """How `colony offers` prints its answer (or `-o jsonpath=TEMPLATE` on what `-o json` prints)."""
 
     table = "table"
     wide = "wide"
@@ -136,7 +137,7 @@ def offers(
         typer.Option(metavar="CSV", help="Catalog CSV to use instead of the shipped one."),
     ] = None,
     output: Annotated[
-        OutputFormat, typer.Option("--output", "-o", metavar="FORMAT", help="table, wide, json or yaml.")
+        OutputChoice, output_option(OutputFormat, "table, wide, json, yaml or jsonpath=TEMPLATE.")
     ] = OutputFormat.table,
     refresh_aws: Annotated[
         bool,
@@ -188,6 +189,12 @@ def offers(
         fail(str(error), EXIT_FAILURE)
     except ValueError as error:
         fail(f"invalid request: {error}", EXIT_USAGE)
+    if isinstance(output, JsonPathTemplate):
+        try:
+            print_data([r.to_dict() for r in ranked], output)
+        except CliError as error:
+            fail(str(error), error.code)
+        return
     if output in (OutputFormat.json, OutputFormat.yaml):
         data = [r.to_dict() for r in ranked]
         typer.echo(

@@ -9,7 +9,7 @@ cluster (`kubectl get ddpjob x -o yaml`) renders with its uid, recorded ports an
 
 from __future__ import annotations
 
-import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,17 +18,28 @@ import yaml
 from pydantic import ValidationError
 
 from colony.api import COLONY, DDPJOB
+from colony.cli.jsonpath import JsonPathTemplate, OutputChoice
 from colony.cli.kube import (
     EXIT_USAGE,
     CliError,
     NamespaceOption,
     cli_errors,
     load_documents,
+    output_option,
+    print_data,
     resolve_namespace,
     with_namespace,
 )
 from colony.render.contract import Manifest
 from colony.render.resources import render_colony_resource, render_ddpjob_resource
+
+
+class OutputFormat(OutputChoice, StrEnum):
+    """How `colony render` prints the manifests (or `-o jsonpath=TEMPLATE` on what `-o json`
+    prints: a List)."""
+
+    yaml = "yaml"
+    json = "json"
 
 
 def render_document(document: dict[str, Any]) -> tuple[list[Manifest], list[str]]:
@@ -58,7 +69,8 @@ def render_document(document: dict[str, Any]) -> tuple[list[Manifest], list[str]
 
 
 def gpu_name_warnings(names: list[str], known: set[str]) -> list[str]:
-    """A warning per GPU name the catalog does not know, with the closest known names (difflib)."""
+    """A warning per GPU name the catalog does not know, with the closest known names (difflib);
+    the wildcard `*` (every type) is no name."""
     import difflib
 
     from colony.scheduling.offers.gpu_names import normalize_gpu
@@ -66,7 +78,7 @@ def gpu_name_warnings(names: list[str], known: set[str]) -> list[str]:
     warnings = []
     for name in names:
         canonical = normalize_gpu(str(name))
-        if canonical in known:
+        if canonical in known or name == "*":
             continue
         close = difflib.get_close_matches(canonical, sorted(known), n=3, cutoff=0.5)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
@@ -110,7 +122,9 @@ def render(
             help="Colonies and/or DDPJobs: a YAML file, a directory or - (stdin).",
         ),
     ],
-    output: Annotated[str, typer.Option("--output", "-o", metavar="FORMAT", help="yaml or json.")] = "yaml",
+    output: Annotated[
+        OutputChoice, output_option(OutputFormat, "yaml, json or jsonpath=TEMPLATE.")
+    ] = OutputFormat.yaml,
     namespace: NamespaceOption = None,
 ) -> None:
     """Print what the operator would create for Colonies and DDPJobs.
@@ -118,8 +132,6 @@ def render(
     The manifests for the Colonies and DDPJobs in FILE.
     No cluster is needed; problems such as unknown add-ons or GPU types go to stderr.
     """
-    if output not in ("yaml", "json"):
-        raise CliError(f"-o {output}: use yaml or json", EXIT_USAGE)
     default = resolve_namespace(None) if namespace is None else namespace
     sections = []
     for document in load_documents(file):
@@ -131,8 +143,8 @@ def render(
         for problem in problems:
             typer.echo(f"warning: {placed['kind']} {placed['metadata']['name']}: {problem}", err=True)
         sections.append((placed, manifests))
-    if output == "json":
+    if output is OutputFormat.json or isinstance(output, JsonPathTemplate):
         items = [m for _, manifests in sections for m in manifests]
-        typer.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2))
+        print_data({"apiVersion": "v1", "kind": "List", "items": items}, output)
     else:
         typer.echo(to_yaml(sections))

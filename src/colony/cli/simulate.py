@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
+from colony.cli.jsonpath import JsonPathTemplate, OutputChoice
+from colony.cli.kube import CliError, fail, output_option, print_data
 from colony.scheduling.queueing.model import DEFAULT_AGING_S, QueueOrder
 from colony.simulate.cluster import SimCluster
 from colony.simulate.metrics import Metrics, compute_metrics
@@ -48,8 +50,9 @@ _ORDERS: dict[Policy, QueueOrder] = {
 DEFAULT_POLICIES = (Policy.fifo, Policy.default, Policy.shortest)
 
 
-class OutputFormat(StrEnum):
-    """How `colony simulate` prints its figures."""
+class OutputFormat(OutputChoice, StrEnum):
+    """How `colony simulate` prints its figures (or `-o jsonpath=TEMPLATE` on what `-o json`
+    prints)."""
 
     table = "table"
     json = "json"
@@ -182,8 +185,8 @@ def simulate(
         str,
         typer.Option(
             metavar="DURATION",
-            help="Aging of the shortest order: a request waiting this long (300, 90m, 6h, 2d) is no "
-            "longer passed by shorter ones.",
+            help="Aging of default and shortest: a request waiting this long (300, 90m, 6h, 2d) "
+            "goes before younger ones.",
         ),
     ] = "6h",
     limit_jobs: Annotated[
@@ -207,8 +210,7 @@ def simulate(
         ),
     ] = None,
     output: Annotated[
-        OutputFormat,
-        typer.Option("--output", "-o", metavar="FORMAT", help="Output format: table or json."),
+        OutputChoice, output_option(OutputFormat, "table, json or jsonpath=TEMPLATE.")
     ] = OutputFormat.table,
 ) -> None:
     """Replay a GPU job trace through the scheduler with simulated time; compare queue orders."""
@@ -251,12 +253,18 @@ def simulate(
         from colony.simulate.plot import plot_results
 
         plot_results([r for r, _, _ in results], plot, title=f"{trace.name} on {gpus} GPUs")
-    if output is OutputFormat.json:
+    if output is OutputFormat.json or isinstance(output, JsonPathTemplate):
         rows = [{**m.to_dict(), "runtime_s": runtime} for _, m, runtime in results]
         dropped = [job.job_id for job in jobs if not cluster.fits(job.gpus)]
         for row in rows:
             row["dropped_jobs"] = dropped
-        typer.echo(json.dumps(rows, indent=2))
+        if isinstance(output, JsonPathTemplate):
+            try:
+                print_data(rows, output)
+            except CliError as error:
+                fail(str(error), error.code)
+        else:
+            typer.echo(json.dumps(rows, indent=2))
         return
     _print_tables(trace, jobs, cluster, results, aging_s)
 
@@ -279,8 +287,8 @@ def _print_tables(
     ]
     if any(m.unfinished for _, m, _ in results):
         notes.append("N+M?: N completed, M never started (the policy would not start them).")
-    if any(r.policy == "shortest" for r, _, _ in results):
-        notes.append(f"shortest: least declared GPU time first, aging {human_seconds(aging_s)}.")
+    if any(r.policy in ("default", "shortest") for r, _, _ in results):
+        notes.append(f"aging {human_seconds(aging_s)} (default, shortest); shortest: highest response ratio.")
     for note in notes:
         console.print(note, highlight=False)
     dropped = _dropped_line(jobs, cluster)

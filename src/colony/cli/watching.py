@@ -43,6 +43,11 @@ def _query(field_selector: str | None, **extra: str) -> list[tuple[str, str]]:
 
 
 async def _request(kube: Kube, path: str, query: list[tuple[str, str]]) -> Any:
+    """GET `path`; a watch may stay silent until its server-side timeout (and a little more)."""
+    from colony.kube.timeouts import DEFAULT_TIMEOUTS, ApiTimeouts
+
+    watching = any(key == "watch" for key, _ in query)
+    bound = ApiTimeouts(DEFAULT_TIMEOUTS.connect_s, watch_s=WATCH_TIMEOUT_S).watch() if watching else None
     return await kube.api.call_api(
         path,
         "GET",
@@ -52,6 +57,7 @@ async def _request(kube: Kube, path: str, query: list[tuple[str, str]]) -> Any:
         auth_settings=["BearerToken"],
         _preload_content=False,
         _return_http_data_only=True,
+        _request_timeout=bound,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kopf
 
@@ -17,9 +17,16 @@ from colony.render.contract import ColonyRef
 MANAGEMENT = "management"
 """The cluster name of workloads that run on the management cluster itself (no colony)."""
 
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
+
 
 async def cluster_client(
-    memo: kopf.Memo, namespace: str, colony: str, cluster: str, body: Mapping[str, Any] | None = None
+    memo: OperatorContext | kopf.Memo,
+    namespace: str,
+    colony: str,
+    cluster: str,
+    body: Mapping[str, Any] | None = None,
 ) -> Kube:
     """The client of one cluster of a colony (through its kubeconfig Secret); `body`: the Colony
     as the caller just read it (else it is read here)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from colony import events, metrics, settings
+from colony import events, metrics
 from colony.api import COLONY
 from colony.api.colony import ColonySpec
 from colony.controllers.acceptance import accept_spec
@@ -28,45 +28,22 @@ from colony.controllers.colony_children import (
     desired_objects,
     prune,
 )
+from colony.controllers.context import OperatorContext, context_of
 from colony.controllers.existing_addons import ExistingClusterAddons, ReleaseObservation
 from colony.kube.colony_clusters import ClusterAccessError, ColonyClusterClients
-from colony.kube.config import default_api_client
-from colony.kube.helm import find_helm
 from colony.kube.resources import Conflict, Kube
-from colony.pricing.operator_catalog import load_operator_catalog
+from colony.labels import ADDON_LABEL, COLONY_LABEL
 from colony.render.colony import render_colony
 from colony.render.contract import ColonyRef, HostedControlPlanePorts, RenderedColony
 from colony.render.existing_addons import plan_existing_releases
-from colony.render.labels import COLONY_LABEL
 from colony.render.resources import hosted_clusters, hosted_ports
 from colony.status.colony import AddonObservation, ClusterObservation, colony_status
 from colony.status.cost import cluster_price, priced_colony_status
 
 STATUS_REFRESH_S = 5.0
-# How often a colony's accrued cost is brought forward in status while its price is unchanged.
-COST_REFRESH_S = settings.positive_seconds("COLONY_COST_REFRESH_SECONDS", 60.0)
 DELETE_RECHECK_S = 3.0
-# Whether colony kubeconfigs may also use proxy-url and insecure-skip-tls-verify (kube.safe_kubeconfig).
-ALLOW_UNSAFE_KUBECONFIGS = settings.allow_unsafe_kubeconfigs()
 
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
-
-
-@kopf.on.startup()
-async def connect(memo: kopf.Memo, **_: Any) -> None:
-    """One management-cluster client and one colony-client cache for the operator's life."""
-    memo.kube = Kube(await default_api_client())
-    memo.colony_clients = ColonyClusterClients(memo.kube, allow_unsafe=ALLOW_UNSAFE_KUBECONFIGS)
-    memo.catalog = await load_operator_catalog(memo.kube)
-    memo.existing_addons = ExistingClusterAddons(memo.kube, find_helm())
-
-
-@kopf.on.cleanup()
-async def disconnect(memo: kopf.Memo, **_: Any) -> None:
-    """Stop helm runs and close every client."""
-    await memo.existing_addons.close()
-    await memo.colony_clients.close()
-    await memo.kube.api.close()
 
 
 async def _ports(
@@ -81,19 +58,19 @@ async def _ports(
     return hosted_ports(namespace, name, spec, status, others)
 
 
-async def _render(memo: kopf.Memo, body: Mapping[str, Any], spec: ColonySpec) -> RenderedColony:
+async def _render(ctx: OperatorContext, body: Mapping[str, Any], spec: ColonySpec) -> RenderedColony:
     meta = body["metadata"]
     ref = ColonyRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
-    ports = await _ports(memo.kube, ref.namespace, ref.name, spec, body.get("status") or {})
+    ports = await _ports(ctx.kube, ref.namespace, ref.name, spec, body.get("status") or {})
     return render_colony(ref, spec, ports)
 
 
 async def _observe(
-    memo: kopf.Memo, ref: ColonyRef, spec: ColonySpec, rendered: RenderedColony
+    ctx: OperatorContext, ref: ColonyRef, spec: ColonySpec, rendered: RenderedColony
 ) -> tuple[dict[str, ClusterObservation], list[AddonObservation]]:
     namespace, colony = ref.namespace, ref.name
-    kube: Kube = memo.kube
-    clients: ColonyClusterClients = memo.colony_clients
+    kube: Kube = ctx.kube
+    clients: ColonyClusterClients = ctx.colony_clients
     capi = {
         c["metadata"]["name"]: c
         for c in await kube.list(*CAPI_CLUSTER, namespace, label_selector=f"{COLONY_LABEL}={colony}")
@@ -114,7 +91,7 @@ async def _observe(
                 error, refused = str(access), access.refused_field
         observations[cluster.cluster_name] = ClusterObservation(capi_cluster, inventory, error, refused)
     plans, not_installable = plan_existing_releases(ref, spec, rendered)
-    existing: ExistingClusterAddons = memo.existing_addons
+    existing: ExistingClusterAddons = ctx.existing_addons
     helm_releases = await existing.observe(ref, rendered.clusters, plans)
     return observations, await _observe_addons(kube, namespace, rendered, helm_releases, not_installable)
 
@@ -132,7 +109,7 @@ async def _observe_addons(
     capi_clusters = any(c.capi_cluster_name is not None for c in rendered.clusters)
     for proxy in rendered.addons:
         name = proxy["metadata"]["name"]
-        dependency = proxy["metadata"].get("labels", {}).get("colony.exalsius.ai/addon", name)
+        dependency = proxy["metadata"].get("labels", {}).get(ADDON_LABEL, name)
         releases = await kube.list(
             *HELM_RELEASE_PROXY,
             namespace,
@@ -162,7 +139,7 @@ async def _observe_addons(
 
 
 async def _status(
-    memo: kopf.Memo,
+    ctx: OperatorContext,
     body: Mapping[str, Any],
     spec: ColonySpec,
     rendered: RenderedColony,
@@ -170,13 +147,17 @@ async def _status(
 ) -> dict[str, Any]:
     meta = body["metadata"]
     ref = ColonyRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
-    observations, addons = await _observe(memo, ref, spec, rendered)
+    observations, addons = await _observe(ctx, ref, spec, rendered)
     status = colony_status(
         rendered, observations, addons, previous_conditions=conditions, generation=meta.get("generation")
     )
-    prices = {c.cluster_name: cluster_price(c, memo.catalog) for c in spec.colony_clusters}
+    prices = {c.cluster_name: cluster_price(c, ctx.catalog) for c in spec.colony_clusters}
     priced = priced_colony_status(
-        status, prices, body.get("status") or {}, datetime.now(UTC), min_interval_s=COST_REFRESH_S
+        status,
+        prices,
+        body.get("status") or {},
+        datetime.now(UTC),
+        min_interval_s=ctx.settings.cost_refresh_s,
     )
     metrics.record_colony_cost(meta["namespace"], meta["name"], priced)
     return priced
@@ -196,49 +177,50 @@ async def reconcile_colony(
     **_: Any,
 ) -> None:
     """Render the colony, apply it, prune what was removed, and write the observed status."""
+    ctx = context_of(memo)
     parsed = accept_spec(ColonySpec, spec, status, meta.get("generation"), patch, logger)
     if not isinstance(parsed, ColonySpec):
         return
-    rendered = await _render(memo, body, parsed)
-    applied = await apply_all(memo.kube, desired_objects(rendered))
-    removed = await prune(memo.kube, meta["namespace"], meta["name"], rendered)
+    rendered = await _render(ctx, body, parsed)
+    applied = await apply_all(ctx.kube, desired_objects(rendered))
+    removed = await prune(ctx.kube, meta["namespace"], meta["name"], rendered)
     for problem in rendered.problems:
         events.post(body, "UnknownDependency", problem, warning=True)
     if removed:
         events.post(body, "Pruned", f"deleted objects no longer in the spec: {', '.join(removed)}")
     logger.info("applied %d object(s), pruned %d", applied, len(removed))
-    new_status = await _status(memo, body, parsed, rendered, patch.status["conditions"])
+    new_status = await _status(ctx, body, parsed, rendered, patch.status["conditions"])
     _record_transition(body, status, new_status)
     patch.status.update(new_status)
 
 
-async def _refreshed_status(memo: kopf.Memo, body: Mapping[str, Any]) -> dict[str, Any] | None:
+async def _refreshed_status(ctx: OperatorContext, body: Mapping[str, Any]) -> dict[str, Any] | None:
     """Finish pending prunes and re-observe; the status to patch, or None when nothing changed."""
     status = body.get("status") or {}
     try:
         parsed = ColonySpec.model_validate(dict(body["spec"]))
     except ValueError:
         return None
-    rendered = await _render(memo, body, parsed)
+    rendered = await _render(ctx, body, parsed)
     # Parts of a removed cluster wait for its Cluster to be gone; finish pruning them here.
-    await prune(memo.kube, body["metadata"]["namespace"], body["metadata"]["name"], rendered)
-    new_status = await _status(memo, body, parsed, rendered, list(status.get("conditions") or []))
+    await prune(ctx.kube, body["metadata"]["namespace"], body["metadata"]["name"], rendered)
+    new_status = await _status(ctx, body, parsed, rendered, list(status.get("conditions") or []))
     new_status.pop("observedGeneration")  # only a full reconcile may claim a generation
     if all(status.get(k) == v for k, v in new_status.items()):
         return None
     return new_status
 
 
-async def _refresh(memo: kopf.Memo, body: Mapping[str, Any]) -> None:
+async def _refresh(ctx: OperatorContext, body: Mapping[str, Any]) -> None:
     """Re-observe and patch the status, guarded by the resourceVersion the status was computed from:
     the reconcile handler, the timer and Cluster events all write status, and a status computed
     from a stale read must not drop what another writer just set (e.g. the Accepted condition)."""
-    new_status = await _refreshed_status(memo, body)
+    new_status = await _refreshed_status(ctx, body)
     if new_status is None:
         return
     meta = body["metadata"]
     try:
-        await memo.kube.patch_status(
+        await ctx.kube.patch_status(
             COLONY.api_version,
             COLONY.kind,
             meta["name"],
@@ -256,18 +238,20 @@ async def _refresh(memo: kopf.Memo, body: Mapping[str, Any]) -> None:
 )
 async def refresh_colony_status(memo: kopf.Memo, meta: kopf.Meta, **_: Any) -> None:
     """Periodic safety net: re-observe clusters and add-ons (inventory changes have no event)."""
-    current = await memo.kube.get(COLONY.api_version, COLONY.kind, meta["name"], meta["namespace"])
+    ctx = context_of(memo)
+    current = await ctx.kube.get(COLONY.api_version, COLONY.kind, meta["name"], meta["namespace"])
     if current is not None and not current["metadata"].get("deletionTimestamp"):
-        await _refresh(memo, current)
+        await _refresh(ctx, current)
 
 
 @kopf.on.event("cluster.x-k8s.io", "v1beta2", "clusters", labels={COLONY_LABEL: kopf.PRESENT})
 async def capi_cluster_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A colony's Cluster API Cluster changed: refresh that colony's status now, not at the next tick."""
+    ctx = context_of(memo)
     namespace, colony = body["metadata"]["namespace"], body["metadata"]["labels"][COLONY_LABEL]
-    current = await memo.kube.get(COLONY.api_version, COLONY.kind, colony, namespace)
+    current = await ctx.kube.get(COLONY.api_version, COLONY.kind, colony, namespace)
     if current is not None and not current["metadata"].get("deletionTimestamp"):
-        await _refresh(memo, current)
+        await _refresh(ctx, current)
 
 
 def _record_transition(body: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
@@ -278,7 +262,7 @@ def _record_transition(body: Mapping[str, Any], old: Mapping[str, Any], new: Map
         events.post(body, f"Colony{new['phase']}", ready.get("message", new["phase"]), warning=warning)
 
 
-async def _remove_existing_addons(memo: kopf.Memo, body: Mapping[str, Any]) -> list[str]:
+async def _remove_existing_addons(ctx: OperatorContext, body: Mapping[str, Any]) -> list[str]:
     """Uninstall the releases the operator installed on the colony's existing clusters."""
     try:
         parsed = ColonySpec.model_validate(dict(body["spec"]))
@@ -287,7 +271,7 @@ async def _remove_existing_addons(memo: kopf.Memo, body: Mapping[str, Any]) -> l
     meta = body["metadata"]
     ref = ColonyRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
     rendered = render_colony(ref, parsed, {})
-    existing: ExistingClusterAddons = memo.existing_addons
+    existing: ExistingClusterAddons = ctx.existing_addons
     return await existing.remove(ref, rendered.clusters)
 
 
@@ -296,9 +280,10 @@ async def delete_colony(
     body: kopf.Body, meta: kopf.Meta, patch: kopf.Patch, memo: kopf.Memo, logger: Logger, retry: int, **_: Any
 ) -> None:
     """Delete the colony's objects; re-check later (never wait here) until all are gone."""
+    ctx = context_of(memo)
     patch.status["phase"] = "Deleting"
-    remaining = await delete_everything(memo.kube, meta["namespace"], meta["name"])
-    remaining += await _remove_existing_addons(memo, body)
+    remaining = await delete_everything(ctx.kube, meta["namespace"], meta["name"])
+    remaining += await _remove_existing_addons(ctx, body)
     if retry == 0:
         events.post(body, "ColonyDeleting", f"deleting the colony: {len(remaining)} object(s) to remove")
     if remaining:
@@ -307,6 +292,6 @@ async def delete_colony(
             f"waiting for {len(remaining)} object(s) to be deleted", delay=DELETE_RECHECK_S
         )
     logger.info("every object of the colony is gone")
-    memo.colony_clients.forget(meta["namespace"], kubeconfig_secrets(body))
+    ctx.colony_clients.forget(meta["namespace"], kubeconfig_secrets(body))
     events.post(body, "ColonyDeleted", "every object of the colony is gone")
     metrics.forget_colony(meta["namespace"], meta["name"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from colony.kube.resources import Kube, Object
+from colony.labels import CLUSTER_LABEL, COLONY_LABEL
 from colony.render.contract import Manifest, RenderedColony
-from colony.render.labels import CLUSTER_LABEL, COLONY_LABEL
 
 CAPI_CLUSTER = ("cluster.x-k8s.io/v1beta2", "Cluster")
 HELM_CHART_PROXY = ("addons.cluster.x-k8s.io/v1alpha1", "HelmChartProxy")

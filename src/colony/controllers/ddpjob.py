@@ -26,8 +26,8 @@ from colony.controllers.acceptance import accept_spec
 from colony.controllers.cluster_access import MANAGEMENT, cluster_client
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, KubeApiError, NotFound
-from colony.render.ddpjob import ATTEMPT_LABEL, JOB_LABEL, JobRef, render_ddpjob
-from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
+from colony.labels import ATTEMPT_LABEL, JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from colony.render.ddpjob import JobRef, render_ddpjob
 from colony.render.resources import (
     LAST_APPLIED_ANNOTATION,
     gpu_request_name,
@@ -35,12 +35,17 @@ from colony.render.resources import (
     on_reservation,
     without_plain_wandb_key,
 )
-from colony.scheduling.placement import choose_cluster
+from colony.scheduling.capacity import choose_cluster
 from colony.scheduling.teardown import expired, is_ephemeral, teardown_due
-from colony.status.cost import job_usage, parse_time, price_per_gpu_hour
+from colony.status.cost import job_usage, price_per_gpu_hour
 from colony.status.ddpjob import TERMINAL_PHASES, JobProgress, job_progress
+from colony.timefmt import parse_time
 
 TRACK_INTERVAL_S = 0.5
+SETTLE_AFTER_S = 5.0
+"""A finished job whose ephemeral colony still runs other jobs leaves its teardown to the last of
+them, once it has been finished this long (so that two jobs finishing at once cannot both leave it
+to the other: each sees the other finished by then)."""
 DELETE_RETRIES = 3
 DELETE_RETRY_DELAY_S = 2.0
 CLEANUP_KINDS = (
@@ -191,7 +196,7 @@ async def _wandb_secret(
 
     A plain `wandbApiKey` is moved into Secret `<job>-wandb` (owned by the job), the spec is switched
     to a reference, and a warning Event says so: the key never stays in the spec, nor in kubectl's
-    last-applied-configuration annotation (kopf's own annotation leaves it out: controllers.settings),
+    last-applied-configuration annotation (kopf's own annotation leaves it out: controllers.kopf_settings),
     and the log redacts it from then on.
     """
     meta = body["metadata"]
@@ -361,7 +366,18 @@ async def start_ddpjob(
     events.post(body, "Placed", f"workers created on cluster {cluster}")
 
 
-@kopf.timer(DDPJOB.group, DDPJOB.version, DDPJOB.plural, interval=TRACK_INTERVAL_S)
+def needs_tracking(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
+    """Whether a job's timer runs: not once the job finished, its follow-up is done (settledAt) and
+    no ttlSecondsAfterFinished is left to wait for. kopf re-checks this on every change of the job
+    and stops the timer when it turns False: a finished job costs no ticks, calls or log lines."""
+    return not (
+        status.get("phase") in TERMINAL_PHASES
+        and status.get("settledAt")
+        and spec.get("ttlSecondsAfterFinished") is None
+    )
+
+
+@kopf.timer(DDPJOB.group, DDPJOB.version, DDPJOB.plural, interval=TRACK_INTERVAL_S, when=needs_tracking)
 async def track_ddpjob(
     body: kopf.Body,
     spec: kopf.Spec,
@@ -370,13 +386,16 @@ async def track_ddpjob(
     patch: kopf.Patch,
     memo: kopf.Memo,
     logger: Logger,
-    **_: Any,
+    **kwargs: Any,
 ) -> None:
     """Follow the current attempt's pods; restart the gang on a failure; after the end, only tear down
-    an ephemeral colony and expire the job (ttlSecondsAfterFinished)."""
+    an ephemeral colony and expire the job (ttlSecondsAfterFinished), then stop (needs_tracking)."""
     parsed = DDPJobSpec.model_validate(dict(spec))
     if status.get("phase") in TERMINAL_PHASES:
-        await _after_finish(memo, body, status, parsed, patch, logger)
+        if status.get("settledAt"):  # only the TTL is left: one wait for it, not a tick every 0.5 s
+            await _expire_when_due(memo, body, status, parsed, kwargs["stopped"])
+        else:
+            await _after_finish(memo, body, status, parsed, patch, logger)
         return
     if status.get("phase") in ("Pending", None) or not status.get("cluster"):
         return
@@ -467,42 +486,80 @@ async def _after_finish(
     patch: kopf.Patch,
     logger: Logger,
 ) -> None:
-    """Tear down the job's ephemeral colony once no other job needs it; delete the job after its TTL."""
+    """Delete the job's GPR; tear down its ephemeral colony once no other job needs it; delete the job
+    after its TTL. Marks the job settled (settledAt) once nothing but the TTL is left to do."""
     meta = body["metadata"]
     finished = _parse_time(status.get("completionTime"))
     now = datetime.now(UTC)
-    colony_name = status.get("colony")
-    if colony_name and not status.get("teardownRequestedAt"):
-        colony = await memo.kube.get(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
-        if (
-            colony is not None
-            and is_ephemeral(colony["metadata"])
-            and teardown_due(
-                colony["metadata"],
-                await _active_jobs(memo, meta["namespace"], colony_name, meta["name"]),
-                finished,
-                now,
-            )
-        ):
-            await memo.kube.delete(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
-            patch.status["teardownRequestedAt"] = now_rfc3339()
-            metrics.observe_teardown(metrics.teardown.JOB, (now - finished).total_seconds())
-            events.post(body, "ColonyTornDown", f"ephemeral colony {colony_name} deletion requested")
-            logger.info("requested deletion of ephemeral colony %s", colony_name)
+    colony_done = await _colony_follow_up(memo, body, status, patch, finished, now, logger)
     if status.get("gpuRequest"):
         await memo.kube.delete(GPR.api_version, GPR.kind, status["gpuRequest"], meta["namespace"])
+    if colony_done:
+        patch.status["settledAt"] = now_rfc3339()
+        logger.info("finished and settled: no more tracking")
     if expired(finished, spec.ttl_seconds_after_finished, now):
-        if not meta.get("deletionTimestamp"):
-            events.post(
-                body, "JobExpired", f"ttlSecondsAfterFinished {spec.ttl_seconds_after_finished} elapsed"
-            )
-        await memo.kube.delete(DDPJOB.api_version, DDPJOB.kind, meta["name"], meta["namespace"])
+        await _expire(memo, body, spec)
+
+
+async def _colony_follow_up(
+    memo: kopf.Memo,
+    body: kopf.Body,
+    status: Mapping[str, Any],
+    patch: kopf.Patch,
+    finished: datetime,
+    now: datetime,
+    logger: Logger,
+) -> bool:
+    """Request the teardown of the job's ephemeral colony when it is due; True when nothing is left
+    for this job to do about its colony (none, not ephemeral, teardown requested, or other jobs
+    still run on it and the last of them will)."""
+    meta = body["metadata"]
+    colony_name = status.get("colony")
+    if not colony_name or status.get("teardownRequestedAt"):
+        return True
+    colony = await memo.kube.get(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
+    if colony is None or not is_ephemeral(colony["metadata"]) or colony["metadata"].get("deletionTimestamp"):
+        return True
+    active = await _active_jobs(memo, meta["namespace"], colony_name, meta["name"])
+    if teardown_due(colony["metadata"], active, finished, now):
+        await memo.kube.delete(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
+        patch.status["teardownRequestedAt"] = now_rfc3339()
+        metrics.observe_teardown(metrics.teardown.JOB, (now - finished).total_seconds())
+        events.post(body, "ColonyTornDown", f"ephemeral colony {colony_name} deletion requested")
+        logger.info("requested deletion of ephemeral colony %s", colony_name)
+        return True
+    return active > 0 and (now - finished).total_seconds() >= SETTLE_AFTER_S
+
+
+async def _expire(memo: kopf.Memo, body: kopf.Body, spec: DDPJobSpec) -> None:
+    """Delete the job: its ttlSecondsAfterFinished elapsed."""
+    meta = body["metadata"]
+    if not meta.get("deletionTimestamp"):
+        events.post(body, "JobExpired", f"ttlSecondsAfterFinished {spec.ttl_seconds_after_finished} elapsed")
+    await memo.kube.delete(DDPJOB.api_version, DDPJOB.kind, meta["name"], meta["namespace"])
+
+
+async def _expire_when_due(
+    memo: kopf.Memo,
+    body: kopf.Body,
+    status: Mapping[str, Any],
+    spec: DDPJobSpec,
+    stopped: kopf.DaemonStopped,
+) -> None:
+    """A settled job with a TTL: wait for it (unless the timer is stopped first), then delete the job."""
+    if spec.ttl_seconds_after_finished is None:
+        return
+    finished = _parse_time(status.get("completionTime"))
+    remaining = (spec.ttl_seconds_after_finished or 0) - (datetime.now(UTC) - finished).total_seconds()
+    if remaining > 0:
+        await stopped.wait(remaining)
+        if stopped:
+            return
+    await _expire(memo, body, spec)
 
 
 def _parse_time(value: Any) -> datetime:
-    if not value:
-        return datetime.now(UTC)
-    return datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return parse_time(value) or datetime.now(UTC)
 
 
 @kopf.on.delete(DDPJOB.group, DDPJOB.version, DDPJOB.plural)

@@ -28,10 +28,12 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import kopf
 
 from colony import events, metrics, settings
 from colony.api import COLONY, GPR, GPUQUEUE
+from colony.api.conditions import set_condition
 from colony.api.gpr import GPRSpec
 from colony.controllers.cluster_access import cluster_client
 from colony.controllers.colony_shares import read_visibility
@@ -39,7 +41,29 @@ from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.informer import Informer
 from colony.kube.resources import Conflict, Kube, KubeApiError, NotFound
-from colony.render.offer_colony import SUPPORTED_CLOUDS, ProviderNotSupported, colony_for_offer
+from colony.labels import FOR_GPR_LABEL, FOR_GPR_NAME_ANNOTATION
+from colony.render.offer_colony import (
+    SUPPORTED_CLOUDS,
+    ProviderNotSupported,
+    colony_for_offer,
+    ephemeral_colony_name,
+)
+from colony.scheduling.fault_rules import (
+    COLONY_REACHABLE,
+    IdleAction,
+    Reservations,
+    idle_action,
+    label_fixes,
+    ledger_entry,
+    orphaned_colonies,
+    pinned_while_unreachable,
+    reachability_condition,
+    reservations,
+    settled_ledger,
+    stale_ledger,
+    transition_applies,
+    unreachable_clusters,
+)
 from colony.scheduling.offers.gpu_names import normalize_gpu
 from colony.scheduling.queueing.core import schedule
 from colony.scheduling.queueing.model import (
@@ -71,11 +95,11 @@ from colony.scheduling.queueing.objects import (
     timestamp,
 )
 from colony.scheduling.visibility import NOBODY_ELSE, Visibility, visible
-from colony.status.cost import format_time, job_usage, price_per_gpu_hour
+from colony.status.cost import job_usage, price_per_gpu_hour
+from colony.timefmt import format_time
 from colony.versions import pinned
 
 PASS_INTERVAL_S = settings.positive_seconds("COLONY_SCHEDULE_INTERVAL_SECONDS", 1.0)
-FOR_GPR_LABEL = "colony.exalsius.ai/for-gpr"
 REQUIRE_QUEUE = settings.flag("COLONY_REQUIRE_QUEUE")
 PLACEMENT_POLICY = settings.placement_policy()
 QUEUE_POLICY = settings.queue_policy()
@@ -99,6 +123,12 @@ SETTLE_S = 0.05
 ESTIMATE_WRITE_CONCURRENCY = 2
 """... and when it writes estimates in the background, so that the next pass's reads and
 admissions find free connections."""
+WRITE_ATTEMPTS = 3
+"""Tries of a status write carrying a resourceVersion precondition (each after a 409 re-reads the
+request and recomputes the write from the fresh version); then the next pass decides afresh."""
+UNREACHABLE = (ClusterAccessError, KubeApiError, OSError, TimeoutError, aiohttp.ClientError)
+"""Errors of a colony cluster that is down, hung, refusing us, or gone: that colony is skipped for
+the pass (or the write recorded for later), never the whole pass."""
 
 log = logging.getLogger(__name__)
 
@@ -291,8 +321,7 @@ async def _read(memo: kopf.Memo) -> World:
         if (c.get("status") or {}).get("phase") == "Ready" and not c["metadata"].get("deletionTimestamp")
     }
     world = World(time.time(), gprs, queues, ready, colonies, shares)
-    for key in sorted(_colonies_in_play(world)):
-        await _read_colony(memo, world, key)
+    await _read_colonies(memo, world, sorted(_colonies_in_play(world)))
     return world
 
 
@@ -308,29 +337,61 @@ def _colonies_in_play(world: World) -> set[str]:
     return wanted & set(world.colonies)
 
 
-async def _read_colony(memo: kopf.Memo, world: World, key: str) -> None:
-    """Nodes and unfinished pods of each Ready cluster of a colony; a cluster registered in several
-    colonies (same API server) is read once per pass."""
+NodesAndPods = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+
+
+async def _read_colonies(memo: kopf.Memo, world: World, keys: list[str]) -> None:
+    """Nodes and unfinished pods of the Ready clusters of these colonies, all read concurrently
+    under one deadline (CLUSTER_READ_TIMEOUT_S for the whole pass, not per colony): a colony whose
+    clusters miss it is left out of this pass (its requests keep their GPUs, see fault_rules) while
+    the others are scheduled. A cluster registered in several colonies (same API server) is read
+    once. Views are added in the colonies' sorted order, so a pass's decisions do not depend on
+    which server answered first."""
+    deadline = asyncio.get_running_loop().time() + CLUSTER_READ_TIMEOUT_S
+    reads: dict[str, asyncio.Future[NodesAndPods]] = {}
+    try:
+        views = await asyncio.gather(*(_read_colony(memo, world, key, reads, deadline) for key in keys))
+    finally:
+        for task in reads.values():
+            task.cancel()
+        await asyncio.gather(*reads.values(), return_exceptions=True)
+    for colony_views in views:
+        for view in colony_views:
+            world.clusters[(view.colony, view.cluster)] = view
+    world.reads.update({server: task.result() for server, task in reads.items() if _succeeded(task)})
+
+
+def _succeeded(task: asyncio.Future[NodesAndPods]) -> bool:
+    """Whether a read finished with a result (not cancelled at the deadline, not failed)."""
+    return task.done() and not task.cancelled() and task.exception() is None
+
+
+async def _read_colony(
+    memo: kopf.Memo, world: World, key: str, reads: dict[str, asyncio.Future[NodesAndPods]], deadline: float
+) -> list[ClusterView]:
+    """Views of the Ready clusters of one colony that answered before the pass's deadline."""
     namespace, name = key.split("/", 1)
-    cache: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = world.reads
+    loop = asyncio.get_running_loop()
+    views: list[ClusterView] = []
     for cluster in (world.colonies[key].get("status") or {}).get("clusters") or []:
         if cluster.get("phase") != "Ready":
             continue
         try:
             client = await cluster_client(memo, namespace, name, cluster["name"], world.colonies[key])
             server = str(client.api.configuration.host)
-            if server not in cache:
-                cache[server] = await asyncio.wait_for(
+            if server not in reads:
+                reads[server] = asyncio.ensure_future(
                     asyncio.gather(
                         client.list("v1", "Node"), client.list("v1", "Pod", field_selector=UNFINISHED_PODS)
-                    ),
-                    CLUSTER_READ_TIMEOUT_S,
+                    )
                 )
-        except (ClusterAccessError, KubeApiError, OSError, TimeoutError) as error:
+            remaining = max(deadline - loop.time(), 0.0)
+            nodes, pods = await asyncio.wait_for(asyncio.shield(reads[server]), remaining)
+        except UNREACHABLE as error:
             log.warning("colony %s cluster %s unreadable: %s", key, cluster["name"], error)
             continue
-        nodes, pods = cache[server]
-        world.clusters[(key, cluster["name"])] = ClusterView(key, cluster["name"], client, nodes, pods)
+        views.append(ClusterView(key, cluster["name"], client, nodes, pods))
+    return views
 
 
 NAMESPACE_QUEUE_PREFIX = "namespace:"
@@ -402,6 +463,11 @@ def _matching_colonies(
     return frozenset(chosen)
 
 
+def _unreachable(world: World, gpr: Mapping[str, Any]) -> list[str]:
+    """The clusters of a running request's colony that this pass could not read."""
+    return unreachable_clusters(gpr, world.clusters, world.all_colonies)
+
+
 def _reservation_in_use(world: World, gpr: Mapping[str, Any]) -> bool:
     label = reservation_label(_key(gpr))
     colony = (gpr.get("status") or {}).get("colony")
@@ -419,6 +485,7 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
     world = await _read(memo)
     if await _release_due(memo, world):
         world = await _read(memo)  # the released GPUs are free for this very pass
+    await _reconcile_colonies(memo, world)
     running: list[RunningRequest] = []
     pending: list[GpuRequest] = []
     by_key: dict[str, dict[str, Any]] = {}
@@ -432,7 +499,7 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
         by_key[_key(gpr)] = gpr
         if status.get("phase") in RUNNING_PHASES:
             if (current := running_request(gpr, queue)) is not None:
-                running.append(current)
+                running.append(pinned_while_unreachable(current, bool(_unreachable(world, gpr))))
         elif status.get("phase") in PENDING_PHASES:
             if await _provisioning_failed(memo, world, gpr):
                 continue
@@ -615,6 +682,74 @@ async def _patch(
     return patched
 
 
+StatusUpdate = Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
+"""From a version of a request, the status fields to write onto it, or None to write nothing."""
+
+
+async def _write_on_version(
+    memo: kopf.Memo, gpr: Mapping[str, Any], update: StatusUpdate
+) -> tuple[dict[str, Any] | None, Mapping[str, Any] | None]:
+    """Merge-patch `update(gpr)` onto exactly the version `gpr` is (resourceVersion precondition);
+    after a 409 the request is read again and `update` is asked again on the fresh version, up to
+    WRITE_ATTEMPTS times: a write is never computed from one version and applied onto another.
+    Returns (the patched request or None, the last version seen: None when it is gone)."""
+    meta = gpr["metadata"]
+    current: Mapping[str, Any] | None = gpr
+    for _ in range(WRITE_ATTEMPTS):
+        if current is None:
+            break
+        status = update(current)
+        if status is None:
+            break
+        try:
+            patched: dict[str, Any] = await memo.kube.patch_status(
+                GPR.api_version,
+                GPR.kind,
+                meta["name"],
+                meta["namespace"],
+                status,
+                resource_version=current["metadata"].get("resourceVersion"),
+            )
+        except NotFound:
+            return None, None
+        except Conflict:
+            current = await memo.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
+            continue
+        if (informer := _informer(memo)) is not None:
+            informer.put(patched)
+        return patched, patched
+    return None, current
+
+
+def _moving(
+    read: Mapping[str, Any],
+    status: Mapping[str, Any],
+    from_phases: Sequence[str | None],
+    *,
+    same_spec: bool = False,
+    same_allocation: bool = False,
+    provisioned: tuple[str | None] | None = None,
+) -> StatusUpdate:
+    """The StatusUpdate of a phase change decided on `read`: `status` on `read` itself, and on a
+    fresh version only while `transition_applies` (and, when `provisioned` is given, its
+    provisionedColony is `provisioned[0]`)."""
+
+    def update(current: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if current is read:
+            return status
+        applies = transition_applies(
+            read, current, from_phases, same_spec=same_spec, same_allocation=same_allocation
+        )
+        if (
+            provisioned is not None
+            and (current.get("status") or {}).get("provisionedColony") != provisioned[0]
+        ):
+            return None
+        return status if applies else None
+
+    return update
+
+
 async def _event(
     memo: kopf.Memo, gpr: Mapping[str, Any], reason: str, message: str, warning: bool = False
 ) -> None:
@@ -626,7 +761,8 @@ async def _event(
 
 async def _label_nodes(world: World, gpr: Mapping[str, Any], add: bool) -> list[str]:
     """Put (or take off) the GPR's reservation label on its nodes; returns the nodes (as
-    `cluster/node (why)`) whose label could not be written or, when putting it on, read back."""
+    `cluster/node (why)`) whose label could not be written or, when putting it on, read back (a
+    node that is gone has no label left to take off)."""
     status = gpr.get("status") or {}
     label = reservation_label(_key(gpr))
     not_labelled: list[str] = []
@@ -640,11 +776,39 @@ async def _label_nodes(world: World, gpr: Mapping[str, Any], add: bool) -> list[
         try:
             patched = await view.kube.patch_labels("v1", "Node", allocation["node"], None, {label: value})
         except NotFound:
-            not_labelled.append(f"{node} (node gone)")
+            if add:
+                not_labelled.append(f"{node} (node gone)")
+            continue
+        except UNREACHABLE as error:
+            not_labelled.append(f"{node} ({type(error).__name__})")
             continue
         if add and ((patched.get("metadata") or {}).get("labels") or {}).get(label) != value:
             not_labelled.append(f"{node} (label not read back)")
     return not_labelled
+
+
+async def _unlabel(memo: kopf.Memo, world: World, gpr: Mapping[str, Any]) -> None:
+    """Take the GPR's reservation label off its nodes; what cannot be taken off now (its colony is
+    unreachable) is recorded in the colony's ledger, and comes off when the colony is read again
+    (by then the request may be gone, and its label key, a hash, would name nobody)."""
+    left = await _label_nodes(world, gpr, add=False)
+    colony = str((gpr.get("status") or {}).get("colony") or "")
+    if not left or "/" not in colony:
+        return
+    nodes = [entry.split(" (", 1)[0] for entry in left]
+    key, value = ledger_entry(reservation_label(_key(gpr)), nodes)
+    namespace, name = colony.split("/", 1)
+    log.warning("reservation of %s left on %s of colony %s: recorded for later", _key(gpr), value, colony)
+    try:
+        await memo.kube.patch(
+            COLONY.api_version, COLONY.kind, name, namespace, {"metadata": {"annotations": {key: value}}}
+        )
+    except NotFound:
+        pass  # the colony is gone, and its nodes with it
+    except (KubeApiError, OSError, TimeoutError, aiohttp.ClientError) as error:
+        log.warning(
+            "recording the leftover reservation of %s on colony %s failed: %s", _key(gpr), colony, error
+        )
 
 
 def _usage(gpr: Mapping[str, Any], end: float) -> dict[str, Any]:
@@ -664,20 +828,21 @@ async def release(memo: kopf.Memo, world: World, gpr: Mapping[str, Any], phase: 
     """Give the GPR's GPUs back (labels off), record why, and tear down its colony if it was the
     last user of an ephemeral one."""
     await _reservation_finished(memo, gpr)
-    await _label_nodes(world, gpr, add=False)
+    await _unlabel(memo, world, gpr)
     meta = gpr["metadata"]
     metrics.record_job_usage(meta["namespace"], GPR.kind, meta["name"], _usage(gpr, world.now))
-    await _patch(
-        memo,
-        gpr,
-        {
-            "phase": phase,
-            "message": message,
-            "releasedAt": format_time(datetime.fromtimestamp(world.now, UTC)),
-            "nodes": [],
-            **_usage(gpr, world.now),
-        },
+    released = {
+        "phase": phase,
+        "message": message,
+        "releasedAt": format_time(datetime.fromtimestamp(world.now, UTC)),
+        "nodes": [],
+        **_usage(gpr, world.now),
+    }
+    patched, _ = await _write_on_version(
+        memo, gpr, _moving(gpr, released, RUNNING_PHASES, same_allocation=True)
     )
+    if patched is None:
+        return  # it no longer holds these GPUs (released, deleted or gone meanwhile)
     await _event(memo, gpr, f"GPR{phase}", message)
     await _teardown_if_unused(memo, world, gpr, released_at=world.now)
 
@@ -747,14 +912,18 @@ async def _release_due(memo: kopf.Memo, world: World) -> bool:
         idle_limit = parse_duration(spec.get("idleTimeOutDuration"))
         if idle_limit is None or status.get("phase") != "Ready":
             continue
-        if _reservation_in_use(world, gpr):
-            if status.get("idleSince"):
-                await _patch(memo, gpr, {"idleSince": None})
-            continue
+        reachable = not _unreachable(world, gpr)
         idle_since = timestamp(status.get("idleSince"))
-        if idle_since is None:
+        action = idle_action(
+            reachable, reachable and _reservation_in_use(world, gpr), idle_since, world.now, idle_limit
+        )
+        if action is IdleAction.PAUSE and idle_since is not None:
+            await _patch(memo, gpr, {"idleSince": None})  # why: the ColonyReachable condition
+        elif action is IdleAction.CLEAR:
+            await _patch(memo, gpr, {"idleSince": None})
+        elif action is IdleAction.START:
             await _patch(memo, gpr, {"idleSince": format_time(datetime.fromtimestamp(world.now, UTC))})
-        elif world.now - idle_since >= idle_limit:
+        elif action is IdleAction.RELEASE:
             await release(
                 memo,
                 world,
@@ -764,6 +933,141 @@ async def _release_due(memo: kopf.Memo, world: World) -> bool:
             )
             released = True
     return released
+
+
+async def _reconcile_colonies(memo: kopf.Memo, world: World) -> None:
+    """What keeps GPUs accounted for across faults, once per pass: each running request says
+    whether its colony answers, the reservation labels of every colony read are reconciled with the
+    requests that exist, and ephemeral colonies whose request is gone are deleted."""
+    await _concurrently(
+        _write_reachability(memo, world, gpr)
+        for gpr in world.gprs
+        if (gpr.get("status") or {}).get("phase") in RUNNING_PHASES
+        and not gpr["metadata"].get("deletionTimestamp")
+    )
+    if world.clusters:
+        known = reservations(world.gprs)
+        for colony in sorted({key for key, _ in world.clusters}):
+            await _reconcile_labels(memo, world, colony, known)
+    await _sweep_orphans(memo, world)
+
+
+async def _write_reachability(memo: kopf.Memo, world: World, gpr: Mapping[str, Any]) -> None:
+    """The ColonyReachable condition (and message) of a running request, when it changed."""
+    if (
+        gpr["metadata"].get("deletionTimestamp")
+        or (gpr.get("status") or {}).get("phase") not in RUNNING_PHASES
+    ):
+        return
+    missing = _unreachable(world, gpr)
+    colony = str((gpr.get("status") or {}).get("colony"))
+    if reachability_condition((gpr.get("status") or {}).get("conditions") or [], colony, missing) is None:
+        return  # nothing to say (the common case: no write, no request)
+
+    def update(current: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        status = current.get("status") or {}
+        if status.get("phase") not in RUNNING_PHASES or status.get("colony") != colony:
+            return None
+        conditions = status.get("conditions") or []
+        wanted = reachability_condition(conditions, colony, missing)
+        if wanted is None:
+            return None
+        state, reason, message = wanted
+        written = set_condition(
+            conditions,
+            type_=COLONY_REACHABLE,
+            status=state,
+            reason=reason,
+            message=message,
+            observed_generation=current["metadata"].get("generation"),
+        )
+        update = {"conditions": written, "message": message}
+        if state == "True":
+            update["message"] = _ready_message(status) if status.get("phase") == "Ready" else "admitted"
+        return update
+
+    patched, _ = await _write_on_version(memo, gpr, update)
+    if patched is not None:
+        reason = "ColonyUnreachable" if missing else "ColonyReachable"
+        await _event(
+            memo, gpr, reason, str(patched.get("status", {}).get("message") or reason), warning=bool(missing)
+        )
+
+
+async def _reconcile_labels(memo: kopf.Memo, world: World, colony: str, known: Reservations) -> None:
+    """Make the reservation labels on the nodes of `colony`'s clusters read this pass agree with the
+    requests that exist (fault_rules.label_fixes), then clear the colony's ledger entries that are
+    settled. A label written back for a request is taken off again if the request turns out to be
+    deleted meanwhile (its delete handler may have run between this pass's reads)."""
+    views = {cluster: view for (key, cluster), view in world.clusters.items() if key == colony}
+    meta = (world.all_colonies.get(colony) or {}).get("metadata") or {}
+    ledger = stale_ledger(meta)
+    fixes = label_fixes(colony, {c: v.nodes for c, v in views.items()}, known, ledger)
+    failed = False
+    for fix in fixes:
+        try:
+            await views[fix.cluster].kube.patch_labels("v1", "Node", fix.node, None, fix.labels)
+        except NotFound:
+            continue
+        except UNREACHABLE as error:
+            log.warning(
+                "reconciling labels of %s/%s in colony %s failed: %s", fix.cluster, fix.node, colony, error
+            )
+            failed = True
+            continue
+        log.info(
+            "reservation labels of %s/%s in colony %s reconciled: %s",
+            fix.cluster,
+            fix.node,
+            colony,
+            fix.labels,
+        )
+    await _recheck_rewritten(
+        memo, world, {k for fix in fixes for k, v in fix.labels.items() if v is not None}
+    )
+    settled = settled_ledger(ledger, views) if not failed else []
+    if settled and meta.get("name"):
+        cleared = {ledger_entry(label, [])[0]: None for label in settled}
+        with contextlib.suppress(NotFound):
+            await memo.kube.patch(
+                COLONY.api_version,
+                COLONY.kind,
+                meta["name"],
+                meta["namespace"],
+                {"metadata": {"annotations": cleared}},
+            )
+
+
+async def _recheck_rewritten(memo: kopf.Memo, world: World, labels: set[str]) -> None:
+    """Read again each request whose label was just written back; one deleted (or no longer Ready)
+    meanwhile gets it taken off again."""
+    if not labels:
+        return
+    for gpr in world.gprs:
+        if reservation_label(_key(gpr)) not in labels:
+            continue
+        meta = gpr["metadata"]
+        fresh = await memo.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
+        if not transition_applies(gpr, fresh, ("Ready",), same_allocation=True):
+            await _unlabel(memo, world, gpr)
+
+
+async def _sweep_orphans(memo: kopf.Memo, world: World) -> None:
+    """Delete the ephemeral colonies whose owning request is gone (fault_rules.orphaned_colonies):
+    e.g. the request was deleted while the operator was down after creating its colony."""
+    for key in orphaned_colonies(world.all_colonies, world.gprs):
+        namespace, name = key.split("/", 1)
+        if await memo.kube.delete(COLONY.api_version, COLONY.kind, name, namespace):
+            message = f"ephemeral colony {name} deleted: the request it was provisioned for is gone"
+            log.info("%s (%s)", message, key)
+            await events.post_now(
+                memo.kube,
+                COLONY.api_version,
+                COLONY.kind,
+                world.all_colonies[key]["metadata"],
+                "OrphanDeleted",
+                message,
+            )
 
 
 async def _provisioning_failed(memo: kopf.Memo, world: World, gpr: dict[str, Any]) -> bool:
@@ -780,22 +1084,19 @@ async def _provisioning_failed(memo: kopf.Memo, world: World, gpr: dict[str, Any
     why = f"colony {provisioned} " + ("disappeared" if colony is None else f"is {phase}")
     if colony is not None:
         await memo.kube.delete(COLONY.api_version, COLONY.kind, provisioned, gpr["metadata"]["namespace"])
-    if gpr["spec"].get("requeueOnFailure", True):
-        retries = int(status.get("retryCount") or 0) + 1
-        await _patch(
-            memo,
-            gpr,
-            {
-                "phase": "Queued",
-                "provisionedColony": None,
-                "retryCount": retries,
-                "message": f"{why}; requeued",
-            },
-        )
-        await _event(memo, gpr, "ProvisioningFailed", f"{why}; requeued (retry {retries})", warning=True)
-    else:
-        await _patch(memo, gpr, {"phase": "Failed", "message": why})
-        await _event(memo, gpr, "ProvisioningFailed", why, warning=True)
+    requeue = gpr["spec"].get("requeueOnFailure", True)
+    retries = int(status.get("retryCount") or 0) + 1
+    update = (
+        {"phase": "Queued", "provisionedColony": None, "retryCount": retries, "message": f"{why}; requeued"}
+        if requeue
+        else {"phase": "Failed", "message": why}
+    )
+    written, _ = await _write_on_version(
+        memo, gpr, _moving(gpr, update, PENDING_PHASES, provisioned=(provisioned,))
+    )
+    if written is not None:
+        told = f"{why}; requeued (retry {retries})" if requeue else why
+        await _event(memo, gpr, "ProvisioningFailed", told, warning=True)
     return True
 
 
@@ -806,7 +1107,7 @@ async def release_on_delete(memo: kopf.Memo, gpr: Mapping[str, Any]) -> None:
     deleting n requests cost n full reads)."""
     status = gpr.get("status") or {}
     world = await _read(memo) if status.get("provisionedColony") else await _read_own_colony(memo, status)
-    await _label_nodes(world, gpr, add=False)
+    await _unlabel(memo, world, gpr)
     await _teardown_if_unused(memo, world, gpr)
     wake_scheduler(memo)
 
@@ -836,7 +1137,7 @@ async def _read_own_colony(memo: kopf.Memo, status: Mapping[str, Any]) -> World:
             continue
         try:
             client = await cluster_client(memo, namespace, name, cluster["name"], colony)
-        except (ClusterAccessError, KubeApiError, OSError) as error:
+        except UNREACHABLE as error:
             log.warning("colony %s cluster %s unreachable: %s", key, cluster["name"], error)
             continue
         world.clusters[(key, cluster["name"])] = ClusterView(key, cluster["name"], client, [], [])
@@ -896,19 +1197,26 @@ async def _reserve(
     every label is written and read back (else it stays Admitted, saying which nodes wait). A
     request deleted meanwhile may have had its labels taken off by its delete handler before they
     were put on: they are taken off again, else they would hold the GPUs forever."""
-    ready = _ready_message(admitted.get("status") or {})
+    status = admitted.get("status") or {}
+    ready = _ready_message(status)
     not_labelled, *_ = await asyncio.gather(_label_nodes(world, admitted, add=True), *announce)
+    if not status.get("nodes"):
+        not_labelled = ["(no nodes recorded)"]
     if not_labelled:  # Ready only once every label is on: the next pass tries again
         waiting = f"admitted; waiting to label node(s) {', '.join(not_labelled)}"
-        if (admitted.get("status") or {}).get("message") != waiting:
+        if status.get("message") != waiting:
             await _patch(memo, admitted, {"message": waiting})
         return
-    patched, _ = await asyncio.gather(
-        _patch(memo, admitted, {"phase": "Ready", "message": ready}),
-        _event(memo, admitted, "GPRReady", ready),
+    patched, seen = await _write_on_version(
+        memo,
+        admitted,
+        _moving(admitted, {"phase": "Ready", "message": ready}, ("Admitted",), same_allocation=True),
     )
-    if patched is None or patched["metadata"].get("deletionTimestamp"):
-        await _label_nodes(world, admitted, add=False)
+    if patched is not None and not patched["metadata"].get("deletionTimestamp"):
+        await _event(memo, admitted, "GPRReady", ready)
+        return
+    if not transition_applies(admitted, seen, RUNNING_PHASES, same_allocation=True):
+        await _unlabel(memo, world, admitted)  # deleted or moved on meanwhile: the labels hold nothing
 
 
 def _ready_message(status: Mapping[str, Any]) -> str:
@@ -961,10 +1269,10 @@ async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admi
         + (" (backfilled)" if admit.backfilled else "")
         + (" on borrowed quota" if admit.borrowed else ""),
     }
-    if not await _patch(memo, gpr, status):
-        return
+    admitted, _ = await _write_on_version(memo, gpr, _moving(gpr, status, PENDING_PHASES, same_spec=True))
+    if admitted is None:
+        return  # changed meanwhile (spec, phase, deletion): the next pass decides on what it is now
     waited = max(0, int(world.now - (timestamp(gpr["metadata"].get("creationTimestamp")) or world.now)))
-    admitted = {**gpr, "status": {**(gpr.get("status") or {}), **status}}
     announce = _event(
         memo,
         gpr,
@@ -976,54 +1284,73 @@ async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admi
 
 
 async def _preempt(memo: kopf.Memo, world: World, victim: dict[str, Any], decision: Preempt) -> None:
+    """Take the victim's labels off, then requeue it (written only onto a version that still holds
+    the same GPUs)."""
     await _reservation_finished(memo, victim)
-    await _label_nodes(world, victim, add=False)
+    await _unlabel(memo, world, victim)
     status = victim.get("status") or {}
     message = f"evicted for {decision.for_key}: {decision.reason}; requeued"
-    await _patch(
-        memo,
-        victim,
-        {
-            "phase": "Queued",
-            "message": message,
-            "evictedBy": decision.for_key,
-            "retryCount": int(status.get("retryCount") or 0) + 1,
-            "nodes": [],
-            "colony": None,
-            "gpusAllocated": None,
-            "releasedAt": format_time(datetime.fromtimestamp(world.now, UTC)),
-            **_usage(victim, world.now),
-        },
+    evicted = {
+        "phase": "Queued",
+        "message": message,
+        "evictedBy": decision.for_key,
+        "retryCount": int(status.get("retryCount") or 0) + 1,
+        "nodes": [],
+        "colony": None,
+        "gpusAllocated": None,
+        "releasedAt": format_time(datetime.fromtimestamp(world.now, UTC)),
+        **_usage(victim, world.now),
+    }
+    patched, _ = await _write_on_version(
+        memo, victim, _moving(victim, evicted, RUNNING_PHASES, same_allocation=True)
     )
-    await _event(memo, victim, "GPREvicted", message, warning=True)
+    if patched is not None:
+        await _event(memo, victim, "GPREvicted", message, warning=True)
 
 
 async def _provision(memo: kopf.Memo, gpr: dict[str, Any], decision: Provision) -> None:
+    """Create the ephemeral colony of `decision`: its name (from the request's uid) is recorded in
+    the request first, so a crash after the creation leaves a colony the request names (and the
+    sweeper finds by its for-gpr label), never an orphan nothing knows of."""
     meta = gpr["metadata"]
-    name = f"gpr-{meta['name']}"[:60].rstrip("-")
+    name = ephemeral_colony_name(str(meta["uid"]))
     try:
         manifest = colony_for_offer(
             decision.offer,
             name=name,
             namespace=meta["namespace"],
             k8s_version=pinned("KUBERNETES_VERSION"),
-            labels={FOR_GPR_LABEL: meta["name"]},
+            labels={FOR_GPR_LABEL: str(meta["uid"])},
+            annotations={FOR_GPR_NAME_ANNOTATION: str(meta["name"])},
         )
     except ProviderNotSupported as error:
         await _patch(memo, gpr, {"phase": "Queued", "message": str(error)})
         return
+    intent = {"provisionedColony": name, "message": f"creating colony {name}"}
+    recorded, _ = await _write_on_version(
+        memo, gpr, _moving(gpr, intent, PENDING_PHASES, same_spec=True, provisioned=(None,))
+    )
+    if recorded is None:
+        return  # changed meanwhile: the next pass decides on what it is now
     try:
         await memo.kube.apply(manifest)
-    except (Conflict, KubeApiError) as error:
-        await _patch(memo, gpr, {"message": f"creating colony {name} failed: {error}"})
+    except (KubeApiError, OSError, TimeoutError, aiohttp.ClientError) as error:
+        failed = {"provisionedColony": None, "message": f"creating colony {name} failed: {error}"}
+        await _write_on_version(
+            memo, recorded, _moving(recorded, failed, PENDING_PHASES, provisioned=(name,))
+        )
         return
     offer = decision.offer
     message = (
         f"provisioning colony {name}: {offer.offer.cloud} {offer.offer.region} {offer.offer.instance_type} "
         f"x{offer.nodes} at ${offer.price_per_hour:.2f}/h"
     )
-    await _patch(memo, gpr, {"phase": "Provisioning", "provisionedColony": name, "message": message})
-    await _event(memo, gpr, "ColonyProvisioning", message)
+    provisioning = {"phase": "Provisioning", "message": message}
+    written, _ = await _write_on_version(
+        memo, recorded, _moving(recorded, provisioning, PENDING_PHASES, provisioned=(name,))
+    )
+    if written is not None:
+        await _event(memo, gpr, "ColonyProvisioning", message)
 
 
 def _write_queue_status(

@@ -21,9 +21,7 @@ expression marks its definition invalid (or one object unplaceable) and never bl
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import fnmatch
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,11 +31,13 @@ from typing import Any
 
 import kopf
 
-from colony import events, metrics, settings
+from colony import events
 from colony.api import COLONY, GPR
 from colony.api.placementpolicy import PLACEMENT_POLICY
 from colony.api.workloaddefinition import WORKLOAD_DEFINITION
 from colony.controllers.colony_shares import read_visibility
+from colony.controllers.context import OperatorContext, context_of
+from colony.controllers.loops import gather_bounded, run_passes
 from colony.controllers.placement_clusters import (
     ColonyAccess,
     CopyConflict,
@@ -50,6 +50,7 @@ from colony.controllers.placement_clusters import (
 from colony.gpu import GPU_RESOURCE
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.resources import Conflict, Kube, KubeApiError, NotFound
+from colony.labels import FINALIZER
 from colony.placement import decide as actions
 from colony.placement import duplicate
 from colony.placement.candidates import Candidates, ColonyView, candidates, colony_view
@@ -57,7 +58,6 @@ from colony.placement.names import (
     CLUSTER_ANNOTATION,
     COLONY_ANNOTATION,
     COPIES_ANNOTATION,
-    FINALIZER,
     MESSAGE_ANNOTATION,
     REQUEST_ANNOTATION,
 )
@@ -71,7 +71,7 @@ from colony.placement.selection import (
     select,
 )
 from colony.scheduling.visibility import NOBODY_ELSE, Visibility, visible
-from colony.status.cost import format_time
+from colony.timefmt import format_time
 from colony.workloads.definition import (
     DefinitionError,
     DefinitionRegistry,
@@ -80,14 +80,9 @@ from colony.workloads.definition import (
 )
 from colony.workloads.demand import DemandError
 from colony.workloads.pinning import pin_at_paths, strip_for_copy
-from colony.workloads.sandbox import ExpressionSandbox, Limits
+from colony.workloads.sandbox import ExpressionSandbox
 from colony.workloads.sandbox_worker import ObjectReading, PhaseReading
 
-PASS_INTERVAL_S = settings.positive_seconds("COLONY_PLACEMENT_INTERVAL_SECONDS", 1.0)
-EXPRESSION_LIMITS = Limits.from_env()
-"""Bounds of WorkloadDefinition expressions (colony.workloads.sandbox), checked at start."""
-KINDS = settings.placement_kinds()
-"""The framework resources placed (`plural.group`); None: every defined kind."""
 CONCURRENCY = 8
 """Objects whose actions are applied at once."""
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
@@ -99,59 +94,41 @@ log = logging.getLogger(__name__)
 @kopf.on.startup()
 async def start_placement(memo: kopf.Memo, **_: Any) -> None:
     """Run the placement loop for the operator's lifetime."""
-    memo.expressions = ExpressionSandbox(EXPRESSION_LIMITS)
-    memo.placement_task = asyncio.create_task(_loop(memo))
+    ctx = context_of(memo)
+    ctx.start("placement", _loop(ctx))
 
 
 @kopf.on.cleanup()
 async def stop_placement(memo: kopf.Memo, **_: Any) -> None:
-    task: asyncio.Task[None] | None = getattr(memo, "placement_task", None)
-    if task is not None:
-        task.cancel()
-    sandbox: ExpressionSandbox | None = getattr(memo, "expressions", None)
-    if sandbox is not None:
-        await sandbox.close()
+    await context_of(memo).stop("placement")
 
 
-async def _loop(memo: kopf.Memo) -> None:
-    while getattr(memo, "kube", None) is None or getattr(memo, "colony_clients", None) is None:
-        await asyncio.sleep(0.1)
+async def _loop(ctx: OperatorContext) -> None:
     discovery = Discovery()
-    while True:
-        try:
-            with metrics.observe_handler(PLACEMENT_POLICY.kind, "placement_pass"):
-                await run_pass(memo, discovery)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # one bad pass must not stop placement; the next one retries
-            log.exception("placement pass failed")
-        await asyncio.sleep(PASS_INTERVAL_S)
+    await run_passes(
+        "placement",
+        lambda: run_pass(ctx, discovery),
+        ctx.settings.placement_interval_s,
+        metric_kind=PLACEMENT_POLICY.kind,
+    )
 
 
-def _watched(memo: kopf.Memo, namespace: str) -> bool:
-    patterns: Sequence[str] = getattr(memo, "namespaces", ()) or ()
-    return not patterns or any(fnmatch.fnmatchcase(namespace, p) for p in patterns)
-
-
-# -- reading -----------------------------------------------------------------------------------------
-
-
-async def _registry(memo: kopf.Memo) -> DefinitionRegistry:
+async def _registry(ctx: OperatorContext) -> DefinitionRegistry:
     """Built-in definitions plus the valid WorkloadDefinitions; each one's status records whether
     it was accepted (written when that changes)."""
     registry = DefinitionRegistry()
-    for obj in await memo.kube.list(WORKLOAD_DEFINITION.api_version, WORKLOAD_DEFINITION.kind):
+    for obj in await ctx.kube.list(WORKLOAD_DEFINITION.api_version, WORKLOAD_DEFINITION.kind):
         error = None
         try:
-            registry.add(await memo.expressions.definition(obj))
+            registry.add(await ctx.expressions.definition(obj))
         except DefinitionError as problem:
             error = str(problem)
             log.warning("WorkloadDefinition %s rejected: %s", obj["metadata"]["name"], error)
-        await _definition_status(memo, obj, error)
+        await _definition_status(ctx, obj, error)
     return registry
 
 
-async def _definition_status(memo: kopf.Memo, obj: Mapping[str, Any], error: str | None) -> None:
+async def _definition_status(ctx: OperatorContext, obj: Mapping[str, Any], error: str | None) -> None:
     status = obj.get("status") or {}
     generation = obj["metadata"].get("generation")
     accepted = "False" if error else "True"
@@ -169,7 +146,7 @@ async def _definition_status(memo: kopf.Memo, obj: Mapping[str, Any], error: str
         "observedGeneration": generation,
     }
     with contextlib.suppress(NotFound):
-        await memo.kube.patch_status(
+        await ctx.kube.patch_status(
             WORKLOAD_DEFINITION.api_version,
             WORKLOAD_DEFINITION.kind,
             obj["metadata"]["name"],
@@ -178,9 +155,9 @@ async def _definition_status(memo: kopf.Memo, obj: Mapping[str, Any], error: str
         )
 
 
-async def _served(memo: kopf.Memo, discovery: Discovery, definition: WorkloadDefinition) -> bool:
+async def _served(ctx: OperatorContext, discovery: Discovery, definition: WorkloadDefinition) -> bool:
     try:
-        return await discovery.serves(memo.kube, definition.api_version, definition.plural)
+        return await discovery.serves(ctx.kube, definition.api_version, definition.plural)
     except (KubeApiError, OSError, TimeoutError) as error:
         log.warning("discovery of %s failed (%s): %s", definition.api_version, type(error).__name__, error)
         return False
@@ -206,33 +183,36 @@ class Pass:
 
 
 async def _objects(
-    memo: kopf.Memo, discovery: Discovery, registry: DefinitionRegistry
+    ctx: OperatorContext, discovery: Discovery, registry: DefinitionRegistry
 ) -> list[tuple[WorkloadDefinition, dict[str, Any]]]:
     found: list[tuple[WorkloadDefinition, dict[str, Any]]] = []
     for definition in registry.definitions():
-        if KINDS is not None and f"{definition.plural}.{definition.group}" not in KINDS:
+        kinds = ctx.settings.placement_kinds
+        if kinds is not None and f"{definition.plural}.{definition.group}" not in kinds:
             continue
-        if not await _served(memo, discovery, definition):
+        if not await _served(ctx, discovery, definition):
             continue
-        for obj in await memo.kube.list(definition.api_version, definition.kind):
+        for obj in await ctx.kube.list(definition.api_version, definition.kind):
             namespace = obj["metadata"].get("namespace")
-            if namespace and _watched(memo, namespace):  # cluster-scoped kinds are not placed
+            if namespace and ctx.watches(namespace):  # cluster-scoped kinds are not placed
                 found.append((definition, obj))
     return found
 
 
-async def _read_colonies(memo: kopf.Memo, world: Pass, namespaces: set[str], placed_on: set[str]) -> None:
+async def _read_colonies(
+    ctx: OperatorContext, world: Pass, namespaces: set[str], placed_on: set[str]
+) -> None:
     """The colonies objects of `namespaces` may use, and clients of their Ready clusters; also of a
     colony not Ready (being deleted, say) that holds copies, so that they can be deleted."""
-    for colony in await memo.kube.list(COLONY.api_version, COLONY.kind):
+    for colony in await ctx.kube.list(COLONY.api_version, COLONY.kind):
         meta = colony["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         world.colonies[key] = colony
         view = colony_view(colony, {})
         if view.ready and any(visible(key, n, world.visibility) for n in namespaces):
-            world.access[key] = await open_colony(memo, colony)
+            world.access[key] = await open_colony(ctx, colony)
         elif key in placed_on:
-            world.access[key] = await open_colony(memo, colony, only_ready=False)
+            world.access[key] = await open_colony(ctx, colony, only_ready=False)
 
 
 async def _colony_views(world: Pass, discovery: Discovery, definitions: Iterable[WorkloadDefinition]) -> None:
@@ -246,12 +226,12 @@ async def _colony_views(world: Pass, discovery: Discovery, definitions: Iterable
         world.views[key] = colony_view(colony, served)
 
 
-async def _namespace_labels(memo: kopf.Memo, policies: Sequence[Policy]) -> dict[str, dict[str, str]]:
+async def _namespace_labels(ctx: OperatorContext, policies: Sequence[Policy]) -> dict[str, dict[str, str]]:
     if not needs_namespace_labels(policies):
         return {}
     return {
         n["metadata"]["name"]: n["metadata"].get("labels") or {}
-        for n in await memo.kube.list("v1", "Namespace")
+        for n in await ctx.kube.list("v1", "Namespace")
     }
 
 
@@ -298,15 +278,15 @@ async def _read_copies(world: Pass, workloads: Sequence[tuple[WorkloadDefinition
 # -- the pass ----------------------------------------------------------------------------------------
 
 
-async def run_pass(memo: kopf.Memo, discovery: Discovery) -> None:
+async def run_pass(ctx: OperatorContext, discovery: Discovery) -> None:
     """One placement pass."""
-    registry = await _registry(memo)
-    raw_policies = await memo.kube.list(PLACEMENT_POLICY.api_version, PLACEMENT_POLICY.kind)
+    registry = await _registry(ctx)
+    raw_policies = await ctx.kube.list(PLACEMENT_POLICY.api_version, PLACEMENT_POLICY.kind)
     policies, invalid = parse_policies(raw_policies)
     for name, why in invalid.items():
         log.warning("PlacementPolicy %s ignored: %s", name, why)
-    world = Pass(raw_policies, policies, await _objects(memo, discovery, registry))
-    namespace_labels = await _namespace_labels(memo, policies)
+    world = Pass(raw_policies, policies, await _objects(ctx, discovery, registry))
+    namespace_labels = await _namespace_labels(ctx, policies)
     chosen: list[tuple[WorkloadDefinition, dict[str, Any], Selection | None]] = []
     for definition, obj in world.objects:
         selection = select(
@@ -319,13 +299,13 @@ async def run_pass(memo: kopf.Memo, discovery: Discovery) -> None:
         if selection is not None or FINALIZER in (obj["metadata"].get("finalizers") or []):
             chosen.append((definition, obj, selection))
     if chosen:
-        await _place(memo, discovery, world, chosen)
-    await _policy_status(memo, world, chosen)
-    memo.expressions.sweep()
+        await _place(ctx, discovery, world, chosen)
+    await _policy_status(ctx, world, chosen)
+    ctx.expressions.sweep()
 
 
 async def _place(
-    memo: kopf.Memo,
+    ctx: OperatorContext,
     discovery: Discovery,
     world: Pass,
     chosen: Sequence[tuple[WorkloadDefinition, dict[str, Any], Selection | None]],
@@ -336,15 +316,15 @@ async def _place(
         if (colony := (obj["metadata"].get("annotations") or {}).get(COLONY_ANNOTATION))
     }
     placed_on |= {colony for _, obj, _ in chosen for colony in _duplicated_on(obj)}
-    world.visibility = await read_visibility(memo.kube)
-    await _read_colonies(memo, world, {obj["metadata"]["namespace"] for _, obj, _ in chosen}, placed_on)
+    world.visibility = await read_visibility(ctx.kube)
+    await _read_colonies(ctx, world, {obj["metadata"]["namespace"] for _, obj, _ in chosen}, placed_on)
     definitions = {d.name: d for d, _, _ in chosen}
     await _colony_views(world, discovery, definitions.values())
-    for gpr in await memo.kube.list(GPR.api_version, GPR.kind, label_selector=f"{MANAGED_LABEL}=true"):
+    for gpr in await ctx.kube.list(GPR.api_version, GPR.kind, label_selector=f"{MANAGED_LABEL}=true"):
         world.gprs[(gpr["metadata"]["namespace"], gpr["metadata"]["name"])] = gpr
     selected: list[tuple[WorkloadDefinition, Workload]] = []
     dropped: list[tuple[WorkloadDefinition, Workload]] = []
-    sandbox: ExpressionSandbox = memo.expressions
+    sandbox: ExpressionSandbox = ctx.expressions
     wanted = [(d, obj) for d, obj, selection in chosen if selection is not None]
     read = dict(zip((_uid(obj) for _, obj in wanted), await sandbox.read_objects(wanted), strict=True))
     for definition, obj, selection in chosen:
@@ -367,7 +347,7 @@ async def _place(
         pin, phase_of = _pin(definition, read[_uid(w.obj)]), _phase_of(phases)
         if duplicate.is_duplicate(w.selection) or COPIES_ANNOTATION in w.annotations:
             todo = _guarded(w, partial(_duplicated, world, definition, w, requests, pin, phase_of))
-            work.append(_execute(memo, discovery, world, definition, w, todo))
+            work.append(_execute(ctx, discovery, world, definition, w, todo))
             continue
         uses_request = w.shape is not None or bool(w.annotations.get(REQUEST_ANNOTATION))
         plan = plans.get((w.namespace, w.member)) if uses_request else None
@@ -375,14 +355,14 @@ async def _place(
         # per-colony requests left from a spread that was undone: deleted
         todo = [actions.DeleteRequest(str(g["metadata"]["name"])) for _, g in sorted(requests.items())]
         todo += _guarded(w, partial(actions.decide, w, plan, seen, pin, phase_of))
-        work.append(_execute(memo, discovery, world, definition, w, todo))
+        work.append(_execute(ctx, discovery, world, definition, w, todo))
     for definition, w in dropped:
         requests = spread.get((w.namespace, str(w.obj["metadata"]["uid"])), {})
         if COPIES_ANNOTATION in w.annotations or requests:
             todo = duplicate.unplace(w, requests, _observed_copies(world, definition, w))
         else:
             todo = actions.unplace(w, _recorded_plan(world, w), _observed(world, definition, w))
-        work.append(_execute(memo, discovery, world, definition, w, todo))
+        work.append(_execute(ctx, discovery, world, definition, w, todo))
     await _concurrently(work)
 
 
@@ -513,7 +493,7 @@ def _observed(world: Pass, definition: WorkloadDefinition, w: Workload) -> actio
 
 
 async def _execute(
-    memo: kopf.Memo,
+    ctx: OperatorContext,
     discovery: Discovery,
     world: Pass,
     definition: WorkloadDefinition,
@@ -525,7 +505,7 @@ async def _execute(
     meta = w.obj["metadata"]
     for action in todo:
         try:
-            await _apply_one(memo, discovery, world, definition, w, action)
+            await _apply_one(ctx, discovery, world, definition, w, action)
         except (KubeApiError, ClusterAccessError, CopyConflict, OSError, TimeoutError) as error:
             if isinstance(error, Conflict | NotFound) and not isinstance(action, actions.ApplyCopy):
                 log.debug("placement of %s/%s: %s (next pass)", meta["namespace"], meta["name"], error)
@@ -534,13 +514,13 @@ async def _execute(
             log.warning("%s %s/%s: %s", definition.kind, meta["namespace"], meta["name"], message)
             if (meta.get("annotations") or {}).get(MESSAGE_ANNOTATION) != message:
                 with contextlib.suppress(KubeApiError, OSError):
-                    await _annotate(memo, definition, w, {MESSAGE_ANNOTATION: message})
-                    await _event(memo, definition, w, "PlacementFailed", message, warning=True)
+                    await _annotate(ctx, definition, w, {MESSAGE_ANNOTATION: message})
+                    await _event(ctx, definition, w, "PlacementFailed", message, warning=True)
             return
 
 
 async def _apply_one(
-    memo: kopf.Memo,
+    ctx: OperatorContext,
     discovery: Discovery,
     world: Pass,
     definition: WorkloadDefinition,
@@ -548,7 +528,7 @@ async def _apply_one(
     action: actions.Action,
 ) -> None:
     meta = w.obj["metadata"]
-    kube: Kube = memo.kube
+    kube: Kube = ctx.kube
     if isinstance(action, actions.AddFinalizer | actions.RemoveFinalizer):
         finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
         if isinstance(action, actions.AddFinalizer):
@@ -569,11 +549,11 @@ async def _apply_one(
         target = _cluster(world, action.colony, action.cluster)
         await target.delete(definition.api_version, definition.kind, meta["name"], meta["namespace"])
     elif isinstance(action, actions.MirrorStatus):
-        await _mirror(memo, discovery, definition, w, action.status)
+        await _mirror(ctx, discovery, definition, w, action.status)
     elif isinstance(action, actions.Annotate):
-        await _annotate(memo, definition, w, action.annotations)
+        await _annotate(ctx, definition, w, action.annotations)
     elif isinstance(action, actions.Event):
-        await _event(memo, definition, w, action.reason, action.message, action.warning)
+        await _event(ctx, definition, w, action.reason, action.message, action.warning)
 
 
 def _cluster(world: Pass, colony: str, cluster: str) -> Kube:
@@ -586,15 +566,19 @@ def _cluster(world: Pass, colony: str, cluster: str) -> Kube:
 
 
 async def _mirror(
-    memo: kopf.Memo, discovery: Discovery, definition: WorkloadDefinition, w: Workload, status: dict[str, Any]
+    ctx: OperatorContext,
+    discovery: Discovery,
+    definition: WorkloadDefinition,
+    w: Workload,
+    status: dict[str, Any],
 ) -> None:
     """The copy's status onto the original (replaced whole: the management cluster runs no
     controller of the kind, so the copy's is the only status there is)."""
     meta = w.obj["metadata"]
     subresource = (
-        "status" if await discovery.has_status(memo.kube, definition.api_version, definition.plural) else None
+        "status" if await discovery.has_status(ctx.kube, definition.api_version, definition.plural) else None
     )
-    await memo.kube.patch(
+    await ctx.kube.patch(
         definition.api_version,
         definition.kind,
         meta["name"],
@@ -606,15 +590,15 @@ async def _mirror(
 
 
 async def _annotate(
-    memo: kopf.Memo, definition: WorkloadDefinition, w: Workload, annotations: Mapping[str, str | None]
+    ctx: OperatorContext, definition: WorkloadDefinition, w: Workload, annotations: Mapping[str, str | None]
 ) -> None:
     meta = w.obj["metadata"]
     body = {"metadata": {"annotations": dict(annotations)}}
-    await memo.kube.patch(definition.api_version, definition.kind, meta["name"], meta["namespace"], body)
+    await ctx.kube.patch(definition.api_version, definition.kind, meta["name"], meta["namespace"], body)
 
 
 async def _event(
-    memo: kopf.Memo,
+    ctx: OperatorContext,
     definition: WorkloadDefinition,
     w: Workload,
     reason: str,
@@ -622,7 +606,7 @@ async def _event(
     warning: bool = False,
 ) -> None:
     await events.post_now(
-        memo.kube,
+        ctx.kube,
         definition.api_version,
         definition.kind,
         w.obj["metadata"],
@@ -633,7 +617,7 @@ async def _event(
 
 
 async def _policy_status(
-    memo: kopf.Memo,
+    ctx: OperatorContext,
     world: Pass,
     chosen: Sequence[tuple[WorkloadDefinition, dict[str, Any], Selection | None]],
 ) -> None:
@@ -652,19 +636,12 @@ async def _policy_status(
         wanted = {"selected": selected, "placed": placed, "observedGeneration": generation}
         if {k: current.get(k) for k in wanted} != wanted:
             with contextlib.suppress(NotFound):
-                await memo.kube.patch_status(
+                await ctx.kube.patch_status(
                     PLACEMENT_POLICY.api_version, PLACEMENT_POLICY.kind, name, None, wanted
                 )
 
 
 async def _concurrently(calls: Iterable[Awaitable[None]], limit: int = CONCURRENCY) -> None:
-    semaphore = asyncio.Semaphore(limit)
-
-    async def bounded(call: Awaitable[None]) -> None:
-        async with semaphore:
-            await call
-
-    results = await asyncio.gather(*(bounded(call) for call in calls), return_exceptions=True)
-    for result in results:
+    for result in await gather_bounded(calls, limit):
         if isinstance(result, Exception):
             log.warning("placement of an object failed: %s", result)

@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kopf
 
@@ -23,6 +23,9 @@ DISCOVERY_TTL_S = 10.0
 READ_TIMEOUT_S = 5.0
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
 
 
 class CopyConflict(Exception):
@@ -65,7 +68,9 @@ class ColonyAccess:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-async def open_colony(memo: kopf.Memo, colony: Mapping[str, Any], only_ready: bool = True) -> ColonyAccess:
+async def open_colony(
+    memo: OperatorContext | kopf.Memo, colony: Mapping[str, Any], only_ready: bool = True
+) -> ColonyAccess:
     """Clients of the Ready clusters of a colony (of all its clusters unless `only_ready`: to delete
     copies from a colony that is being deleted or has failed)."""
     meta = colony["metadata"]

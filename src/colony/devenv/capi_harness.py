@@ -15,13 +15,14 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes
 from kubernetes.client.rest import ApiException
 
-from colony.render.labels import COLONY_LABEL, kubeconfig_secret_name
+from colony.labels import COLONY_LABEL
+from colony.render.labels import kubeconfig_secret_name
+from colony.timefmt import now_rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ POLL_S = 0.3
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now_rfc3339()
 
 
 def _condition(type_: str, ok: bool, reason: str, message: str = "") -> dict[str, Any]:

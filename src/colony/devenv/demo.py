@@ -22,7 +22,7 @@ import yaml
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.kwok import OUTCOME_ANNOTATION
 from colony.devenv.tools import repo_root
-from colony.render.ddpjob import JOB_LABEL
+from colony.labels import JOB_LABEL
 
 NAMESPACE = "default"
 COLONY_NAME = "test-colony"

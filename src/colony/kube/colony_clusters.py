@@ -14,6 +14,7 @@ import yaml
 
 from colony import settings
 from colony.kube.config import api_client_from_kubeconfig
+from colony.kube.reachability import Reachability, ServerUnreachable, guard_requests
 from colony.kube.resources import Kube
 from colony.kube.safe_kubeconfig import KubeconfigError, RefusedKubeconfigField
 from colony.status.inventory import ClusterInventory, inventory_from_nodes
@@ -37,6 +38,7 @@ class ClusterAccessError(Exception):
 class _Cached:
     resource_version: str
     kube: Kube
+    reachability: Reachability
 
 
 class ColonyClusterClients:
@@ -46,6 +48,8 @@ class ColonyClusterClients:
     drops it, a new resourceVersion replaces it, and `forget` drops the entries of a deleted colony.
     A dropped client is closed CLOSE_GRACE_S later, so that a request already under way on it (a
     caller may hold the client for a few seconds) finishes; `close` closes everything at once.
+    Each client fails fast while its API server is marked unreachable (kube/reachability.py): a
+    hung colony costs the loops one request bound, not one per call.
     `allow_unsafe`: COLONY_ALLOW_UNSAFE_KUBECONFIGS (see kube.safe_kubeconfig).
     """
 
@@ -68,6 +72,10 @@ class ColonyClusterClients:
         version = found["metadata"]["resourceVersion"]
         cached = self._cache.get(cache_key)
         if cached and cached.resource_version == version:
+            try:
+                cached.reachability.check()
+            except ServerUnreachable as error:
+                raise ClusterAccessError(str(error)) from None
             return cached.kube
         self._drop(cache_key)
         encoded = (found.get("data") or {}).get(key)
@@ -89,8 +97,13 @@ class ColonyClusterClients:
             raise ClusterAccessError(f"{where} is invalid: {error}") from None
         kube = Kube(api)
         self._drop(cache_key)  # one a concurrent call built meanwhile, else it would never be closed
-        self._cache[cache_key] = _Cached(version, kube)
+        self._cache[cache_key] = _Cached(version, kube, guard_requests(api))
         return kube
+
+    def reachability(self, namespace: str, secret: str, key: str = "value") -> Reachability | None:
+        """Whether the cluster of a cached client answers (None: no client is cached)."""
+        cached = self._cache.get((namespace, secret, key))
+        return None if cached is None else cached.reachability
 
     def forget(self, namespace: str, secrets: Iterable[str]) -> None:
         """Drop (and close, after the grace) the clients of these kubeconfig Secrets, every key:
@@ -102,7 +115,7 @@ class ColonyClusterClients:
     def _drop(self, cache_key: tuple[str, str, str]) -> None:
         cached = self._cache.pop(cache_key, None)
         if cached is not None:
-            task = asyncio.get_running_loop().create_task(_close_later(cached.kube))
+            task = asyncio.get_running_loop().create_task(_close_later(cached))
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 
@@ -123,16 +136,18 @@ class ColonyClusterClients:
             task.cancel()  # each closes its client as it is cancelled
         await asyncio.gather(*self._closing, return_exceptions=True)
         for cached in self._cache.values():
+            await cached.reachability.close()
             await cached.kube.api.close()
         self._cache.clear()
 
 
-async def _close_later(kube: Kube) -> None:
+async def _close_later(cached: _Cached) -> None:
     """Close a dropped client after CLOSE_GRACE_S (at once when cancelled)."""
     try:
         await asyncio.sleep(CLOSE_GRACE_S)
     finally:
-        await kube.api.close()
+        await cached.reachability.close()
+        await cached.kube.api.close()
 
 
 def _short(error: BaseException) -> str:

@@ -12,11 +12,12 @@ the plan's spec hash, which tells an up-to-date release from one that needs an u
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +27,12 @@ import yaml
 from pyhelm3 import Command
 
 from colony.kube.safe_kubeconfig import KubeconfigError, minimal_kubeconfig, parse_kubeconfig
+from colony.kube.timeouts import DEFAULT_TIMEOUTS
+from colony.labels import HELM_OWNER_LABEL, HELM_SPEC_LABEL
 from colony.render.existing_addons import HelmReleasePlan
 
-OWNER_LABEL = "colony.exalsius.ai/colony-uid"
-SPEC_LABEL = "colony.exalsius.ai/addon-spec"
+OWNER_LABEL = HELM_OWNER_LABEL
+SPEC_LABEL = HELM_SPEC_LABEL
 LIST_TIMEOUT = "30s"
 
 
@@ -153,8 +156,24 @@ class HelmClient:
                     raise
 
 
+LONG_COMMANDS = ("install", "upgrade", "uninstall")
+"""helm commands that may wait for workloads (their own `--timeout`, at most 10m here)."""
+LONG_COMMAND_BOUND_S = 11 * 60.0
+
+
+def command_bound(command: Sequence[Any]) -> float:
+    """Most seconds one helm process may run: a release operation its own `--timeout` (10m) and a
+    minute more, anything else (list, status, show) two request bounds. helm sets no bound of its own
+    on a server that accepts connections and never answers; pyhelm3 terminates the process when
+    its task is cancelled."""
+    if command and str(command[0]) in LONG_COMMANDS:
+        return LONG_COMMAND_BOUND_S
+    return 2 * DEFAULT_TIMEOUTS.request_s
+
+
 class _LabelledCommand(Command):  # type: ignore[misc]
-    """pyhelm3's Command, adding `--labels` to `helm upgrade` (pyhelm3 has no argument for it)."""
+    """pyhelm3's Command, adding `--labels` to `helm upgrade` (pyhelm3 has no argument for it), with
+    every helm process time-bounded (`command_bound`)."""
 
     labels: dict[str, str]
 
@@ -165,5 +184,6 @@ class _LabelledCommand(Command):  # type: ignore[misc]
                 "--labels",
                 ",".join(f"{k}={v}" for k, v in sorted(self.labels.items())),
             ]
-        out: bytes = await super().run(command, input)
+        async with asyncio.timeout(command_bound(command)):
+            out: bytes = await super().run(command, input)
         return out

@@ -12,17 +12,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from typing import Any, TypeVar
 
 from kubernetes_asyncio import client, watch
 
 from colony.kube.timeouts import DEFAULT_TIMEOUTS, ApiTimeouts
+from colony.labels import LAST_HANDLED_ANNOTATION
 
 log = logging.getLogger(__name__)
 
 RELIST_DELAY_S = 1.0
 """Pause before listing again after the watch failed."""
+
+T = TypeVar("T")
+
+
+class WatchStalled(TimeoutError):
+    """A watch delivered no event and no bookmark within its stall bound (a half-open connection, or
+    a server that stopped answering): its informer lists again."""
+
+
+async def until_stalled(events: AsyncIterable[T], stall_s: float) -> AsyncIterator[T]:
+    """The items of `events`; WatchStalled when the next one takes longer than `stall_s` seconds.
+
+    The stall detector of a watch: the server ends every healthy watch after its timeoutSeconds
+    (below `stall_s`), so silence beyond it means the stream is dead even if its socket is open.
+    """
+    iterator = aiter(events)
+    while True:
+        try:
+            async with asyncio.timeout(stall_s):
+                item = await anext(iterator)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise WatchStalled(f"no event or bookmark for {stall_s:g}s") from None
+        yield item
 
 
 def _version(obj: Mapping[str, Any]) -> int | None:
@@ -36,7 +62,7 @@ def newer(candidate: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
     return a is None or b is None or a >= b
 
 
-DROPPED_ANNOTATIONS = ("colony.exalsius.ai/last-handled-configuration",)
+DROPPED_ANNOTATIONS = (LAST_HANDLED_ANNOTATION,)
 """Annotations no reader of an informer needs: kopf's diff base repeats the whole spec."""
 
 
@@ -147,24 +173,25 @@ class Informer:
 
     async def _watch(self, api: client.CustomObjectsApi, version: str) -> None:
         """Apply events until the stream fails (an expired version raises ApiException 410, a
-        stream silent past the stall bound raises TimeoutError: a half-open connection).
+        stream with no event and no bookmark past the stall bound raises WatchStalled).
 
         The server ends each watch after `timeouts.watch_s`; the next one resumes from the last
         version seen, so a healthy watch never relists and a dead one is noticed within the stall bound.
         """
         while True:
             stream = watch.Watch()
+            events = stream.stream(
+                api.list_cluster_custom_object,
+                self.group,
+                self.version,
+                self.plural,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=max(1, int(self.timeouts.watch_s)),
+                _request_timeout=self.timeouts.watch(),
+            )
             try:
-                async for event in stream.stream(
-                    api.list_cluster_custom_object,
-                    self.group,
-                    self.version,
-                    self.plural,
-                    resource_version=version,
-                    allow_watch_bookmarks=True,
-                    timeout_seconds=int(self.timeouts.watch_s),
-                    _request_timeout=self.timeouts.watch(),
-                ):
+                async for event in until_stalled(events, self.timeouts.watch_stall_s):
                     self.apply(str(event.get("type")), event["object"])
             finally:
                 with contextlib.suppress(Exception):

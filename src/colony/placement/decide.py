@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from colony.labels import FINALIZER
 from colony.placement.names import (
     CLUSTER_ANNOTATION,
     COLONY_ANNOTATION,
-    FINALIZER,
     FINISHED_PHASES,
     GENERATION_ANNOTATION,
     MESSAGE_ANNOTATION,

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from colony.labels import FINALIZER
 from colony.placement.decide import (
     TERMINAL_REQUEST_PHASES,
     Action,
@@ -44,7 +45,6 @@ from colony.placement.decide import (
 from colony.placement.names import (
     COLONY_ANNOTATION,
     COPIES_ANNOTATION,
-    FINALIZER,
     FINISHED_PHASES,
     MESSAGE_ANNOTATION,
     PHASE_ANNOTATION,

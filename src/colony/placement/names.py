@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import re
 
-PREFIX = "placement.exalsius.ai/"
+from colony.labels import PLACEMENT_PREFIX
+
+PREFIX = PLACEMENT_PREFIX
 ENABLED_LABEL = PREFIX + "enabled"
 """On a framework object: "true" places it without a policy, "false" keeps every policy off it."""
 FINALIZER = PREFIX + "finalizer"

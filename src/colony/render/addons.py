@@ -19,8 +19,9 @@ from types import MappingProxyType
 from typing import Any
 
 from colony.api.colony import AdditionalDependency, ColonySpec
+from colony.labels import ADDON_LABEL, COLONY_LABEL, MANAGED_BY_LABEL
 from colony.render.contract import ColonyRef, Manifest
-from colony.render.labels import ADDON_LABEL, COLONY_LABEL, MANAGED_BY_LABEL, ownership_labels
+from colony.render.labels import ownership_labels
 from colony.render.names import bounded_name
 from colony.render.objects import HELM_CHART_PROXY, manifest
 from colony.versions import pinned

@@ -18,11 +18,8 @@ from typing import Any
 from colony.api.base import SecretKeyReference
 from colony.api.ddpjob import DDPJobSpec
 from colony.gpu import GPU_RESOURCE
-from colony.render.labels import MANAGED_BY, MANAGED_BY_LABEL
+from colony.labels import ATTEMPT_LABEL, JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL, RANK_LABEL
 
-JOB_LABEL = "training.exalsius.ai/job-name"
-ATTEMPT_LABEL = "training.exalsius.ai/attempt"
-RANK_LABEL = "training.exalsius.ai/replica-index"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 RENDEZVOUS_PORT = 29500
 WANDB_ENV = "WANDB_API_KEY"

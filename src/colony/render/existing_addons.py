@@ -24,9 +24,9 @@ from typing import Any
 import yaml
 
 from colony.api.colony import ColonySpec
+from colony.labels import ADDON_LABEL, COLONY_LABEL
 from colony.render.addons import DEFAULT_OPTIONS, plan_addons
 from colony.render.contract import ColonyRef, Manifest, RenderedColony
-from colony.render.labels import ADDON_LABEL, COLONY_LABEL
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")
 """Helm release names: DNS labels of at most 53 characters (Helm's own limit)."""

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-COLONY_LABEL = "colony.exalsius.ai/colony"
-CLUSTER_LABEL = "colony.exalsius.ai/cluster"
-ADDON_LABEL = "colony.exalsius.ai/addon"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-MANAGED_BY = "colony-operator"
+from colony.labels import CLUSTER_LABEL, COLONY_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 
 
 def capi_cluster_name(colony: str, cluster_name: str) -> str:

@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from colony.api import COLONY
+from colony.labels import EPHEMERAL_LABEL
+from colony.render.names import bounded_name
 from colony.scheduling.offers.solver import RankedOffer
-from colony.scheduling.teardown import EPHEMERAL_LABEL
 
 SUPPORTED_CLOUDS = ("aws",)
 DEFAULT_DEPENDENCIES = ("nvidia-operator", "volcano-sh")
@@ -21,6 +22,12 @@ DEFAULT_DEPENDENCIES = ("nvidia-operator", "volcano-sh")
 
 class ProviderNotSupported(ValueError):
     """The chosen offer's cloud cannot be provisioned by this operator yet."""
+
+
+def ephemeral_colony_name(uid: str) -> str:
+    """The name of the ephemeral colony a GPR provisions: derived from its uid (unique, stable
+    across crashes and renames) and bounded to a valid object name."""
+    return bounded_name(f"gpr-{uid.lower()}")
 
 
 def colony_for_offer(
@@ -31,8 +38,10 @@ def colony_for_offer(
     k8s_version: str,
     dependencies: Sequence[str] = DEFAULT_DEPENDENCIES,
     labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The Colony manifest provisioning `choice` (ephemeral, priced from the offer)."""
+    """The Colony manifest provisioning `choice` (ephemeral, priced from the offer), with `labels`
+    and `annotations` added (e.g. the request it is for)."""
     offer = choice.offer
     if offer.cloud not in SUPPORTED_CLOUDS:
         raise ProviderNotSupported(
@@ -54,6 +63,7 @@ def colony_for_offer(
             "namespace": namespace,
             "labels": {**(labels or {}), EPHEMERAL_LABEL: "true"},
             "annotations": {
+                **(annotations or {}),
                 "colony.exalsius.ai/offer": (
                     f"{offer.cloud} {offer.region} {offer.instance_type} x{choice.nodes}"
                     f" {'spot' if choice.spot else 'on-demand'} ${choice.price_per_hour:.4f}/h"

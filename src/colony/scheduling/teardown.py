@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-EPHEMERAL_LABEL = "colony.exalsius.ai/ephemeral"
-GRACE_ANNOTATION = "colony.exalsius.ai/teardown-grace-seconds"
+from colony.labels import EPHEMERAL_LABEL, TEARDOWN_GRACE_ANNOTATION
+
+GRACE_ANNOTATION = TEARDOWN_GRACE_ANNOTATION
 
 
 def is_ephemeral(colony_meta: Mapping[str, Any]) -> bool:

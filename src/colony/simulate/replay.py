@@ -21,13 +21,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from colony.scheduling.queueing.model import (
     DEFAULT_AGING_S,
     Decisions,
     GpuRequest,
     Placement,
-    PlacementPolicy,
+    PlacementStrategy,
     QueueOrder,
     RunningRequest,
     Snapshot,
@@ -36,6 +37,7 @@ from colony.simulate.cluster import SIM_COLONY, SimCluster, tenant_queues, to_re
 from colony.simulate.trace import TraceJob
 
 Scheduler = Callable[[Snapshot], Decisions]
+_PER_NODE = attrgetter("gpus_per_node")
 
 MAX_PASSES_PER_EVENT = 10_000
 """Scheduler passes at one time that may each preempt before the replay gives up (a livelock)."""
@@ -145,7 +147,7 @@ class _State:
         """Whether a pass could decide anything: some node has room for the smallest pending gang
         member, or something running is evictable (replays never auto-provision)."""
         room = max(self.free.values(), default=0)
-        if any(request.gpus_per_node <= room for request in self.pending.values()):
+        if self.pending and min(map(_PER_NODE, self.pending.values())) <= room:
             return True
         return any(run.job.evictable for run in self.running.values())
 
@@ -219,7 +221,7 @@ def replay(
     cluster: SimCluster,
     policy: QueueOrder,
     scheduler: Scheduler | None = None,
-    placement_policy: PlacementPolicy = "binpack",
+    placement_policy: PlacementStrategy = "binpack",
     aging_s: float = DEFAULT_AGING_S,
     progress: Callable[[float], None] | None = None,
     queues: bool = True,

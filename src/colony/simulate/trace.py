@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TextIO
 
 COLUMNS = ("job_id", "tenant", "submit_time_s", "gpus", "gpu_type", "duration_s", "priority", "evictable")
 
@@ -121,3 +122,56 @@ def _seconds(row: dict[str, str], column: str, where: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise TraceError(f"{where}: {column} must be finite and >= 0, got {row[column]!r}")
     return value
+
+
+def tile(jobs: Sequence[TraceJob], total: int, gap_s: float = 86400.0) -> tuple[TraceJob, ...]:
+    """`total` jobs made of back-to-back copies of `jobs` (deterministic): copy k is the trace shifted
+    by k x (its submission span + `gap_s`), its job ids suffixed `#k` (copy 0 keeps them), tenants
+    and everything else unchanged; the last copy is cut at `total`. Same load, a longer history:
+    e.g. philly-5vc (3,492 jobs) tiled to 10,000 is a 10k-job Philly-style trace."""
+    if total < 0:
+        raise ValueError("total must be >= 0")
+    ordered = sorted(jobs, key=lambda j: j.submit_time_s)
+    if not ordered:
+        return ()
+    first = ordered[0].submit_time_s
+    period = ordered[-1].submit_time_s - first + gap_s
+    out: list[TraceJob] = []
+    k = 0
+    while len(out) < total:
+        for job in ordered:
+            if len(out) == total:
+                break
+            out.append(
+                replace(
+                    job,
+                    job_id=job.job_id if k == 0 else f"{job.job_id}#{k}",
+                    submit_time_s=job.submit_time_s + k * period,
+                )
+            )
+        k += 1
+    return tuple(out)
+
+
+def _number(seconds: float) -> str:
+    """Seconds as written to a trace: integers without a fraction, others exactly (round trip)."""
+    return str(int(seconds)) if seconds.is_integer() else repr(seconds)
+
+
+def write_trace(jobs: Iterable[TraceJob], handle: TextIO) -> None:
+    """Write jobs as canonical trace CSV (the COLUMNS, a header first)."""
+    writer = csv.writer(handle, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for j in jobs:
+        writer.writerow(
+            [
+                j.job_id,
+                j.tenant,
+                _number(j.submit_time_s),
+                j.gpus,
+                j.gpu_type,
+                _number(j.duration_s),
+                j.priority,
+                int(j.evictable),
+            ]
+        )

@@ -21,6 +21,7 @@ from typing import Any
 
 from colony.api.colony import ColonyCluster
 from colony.scheduling.offers.model import Offer
+from colony.timefmt import format_time, parse_time
 
 BILLED_PHASES = frozenset({"Provisioning", "Ready", "Unreachable", "Deleting"})
 COST_DECIMALS = 4
@@ -111,18 +112,6 @@ def job_usage(
     gpu_hours = round(gpus * hours, COST_DECIMALS)
     cost = None if price_per_gpu_hour is None else round(gpu_hours * price_per_gpu_hour, COST_DECIMALS)
     return {"gpuHours": gpu_hours, "cost": cost}
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp as written in status (`...Z`), or None."""
-    if not value:
-        return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-
-
-def format_time(moment: datetime) -> str:
-    """RFC 3339 with seconds, UTC, as Kubernetes writes it."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def priced_colony_status(

@@ -17,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from colony.labels import ATTEMPT_LABEL
+
 TERMINAL_PHASES = ("Succeeded", "Failed")
-ATTEMPT_LABEL = "training.exalsius.ai/attempt"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from colony.scheduling.queueing.model import (
     GpuNode,
     NodeAllocation,
     Placement,
-    PlacementPolicy,
+    PlacementStrategy,
     RunningRequest,
 )
 
@@ -112,7 +112,7 @@ class CapacityIndex:
         nodes: Sequence[GpuNode],
         colonies: Sequence[ColonyInfo],
         running: Iterable[RunningRequest],
-        policy: PlacementPolicy,
+        policy: PlacementStrategy,
     ) -> None:
         self.policy = policy
         self.sign = -1 if policy == "spread" else 1

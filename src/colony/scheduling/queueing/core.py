@@ -14,10 +14,13 @@ measured 64-minute waits). The rules:
    weight; counting its head request as Kueue does, so an owner within its nominal goes before a
    borrower; recomputed as the pass admits, from a heap refreshed lazily), FIFO within a queue, and
    between queues of equal share the earlier-submitted head; backfill and preemption as below.
-   "shortest": as "default", but within a queue by declared GPU time (GPUs x duration_s, unknown
-   last), except that requests waiting snapshot.aging_s or longer go first, oldest first (aging);
-   a QueueQuota.strategy ("fifo" or "shortest") overrides the within-queue order of its queue under
-   "default" and "shortest" (ordering.serve_order). Rules 5 and 6 apply to both.
+   Aging: at each priority, the requests that have waited snapshot.aging_s or longer go first, across
+   queues, oldest first (ordering.urgency), so fair sharing never postpones a request for good.
+   "shortest": aged requests first, oldest first, then the highest response ratio (waited + declared
+   duration) / declared duration (unknown last), across queues (one order, no fair-share interleave;
+   quotas still apply); a QueueQuota.strategy ("fifo" or "shortest") sets the within-queue order of
+   its queue under "default" and "shortest" (ordering.serve_order; with a "fifo" queue under
+   "shortest", queues interleave by fair share as under "default"). Rules 5 and 6 apply to both.
 3. Quota: a request fits its queue if, for each of its keys, usage + gpus <= nominal, or beyond
    nominal when the cohort's unused nominal (net of what other queues already borrow) covers it and
    the excess stays within borrowing_limit (missing: unlimited). Never beyond these limits: a queue
@@ -28,13 +31,19 @@ measured 64-minute waits). The rules:
    snapshot.placement_policy, or first the request's own colony_order (fill-and-spill: the first listed
    colony with room); nodes within a colony: binpack (cheapest and ordered too) the least free
    that fit, spread the most; ties by names (capacity.py).
-5. Backfill ("default"): a request blocked by capacity is placed in an event simulation per GPU type
-   (timeline.py) at its estimated start, and holds those GPUs there. A lower-ranked request may start
-   now only if it fits now and holding its GPUs until its declared end (forever without one) leaves
-   every earlier placement on that type its room at its start: it ends before, or the GPUs it takes
-   are not needed then. A waiting request whose start is unknown (no known releases) closes its GPU
-   types to everything ranked below it. Admits on a type with waiting requests have backfilled=True.
-   So a backfilled request never delays a higher-ranked request's estimated start.
+5. EASY backfill ("default", "shortest"): at each priority, the first request blocked by capacity on
+   a GPU type (the head) is placed in an event simulation per GPU type (timeline.py) at its
+   estimated start, and holds those GPUs there (a reservation; Decisions.reserved); the other blocked
+   requests hold none. A lower-ranked request may start now only if it fits now and holding its GPUs
+   until its declared end (forever without one) leaves every reservation on that type its room at
+   its start: it ends before, or the GPUs it takes are not needed then. A head whose start is unknown
+   (no known releases) closes its GPU types to everything ranked below it. Admits on a type with a
+   reservation have backfilled=True. So a backfilled request never delays a reserved head's
+   estimated start. The head also reserves at node level (timeline.NodeReservation: the colony where
+   `nodes` nodes have `gpus_per_node` free the earliest, from the nodes' declared releases): a
+   backfilled placement must leave it enough such nodes at that time, or end before it. A request
+   blocked only because its cohort has no quota left to lend (QuotaBook.lending_short) counts as
+   blocked by capacity here; one blocked by its own nominal or borrowing limit reserves nothing.
 6. Preemption ("default"): for a request blocked by capacity or quota, on GPU types no higher-ranked
    request waits for, victims are evictable running requests of lower priority, or of borrowing
    queues of its cohort while its own queue stays within nominal (reclaim); lowest priority, then
@@ -48,13 +57,17 @@ measured 64-minute waits). The rules:
    quota allows, and is charged its quota now. No feasible offer: it waits with the solver's message.
 8. Estimates for every pending request not admitted: position = 1-based rank among the still-waiting
    requests of its queue in the order the pass serves them; start_s from the simulation for capacity
-   waits (aggregate GPUs per type, see timeline.py), from the declared ends of running requests of
+   waits (aggregate GPUs per type, see timeline.py; after the pass, the requests without a
+   reservation are placed in pass order after the reservations), from the declared ends of running requests of
    its queue and cohort for quota waits (capacity not considered), now for a preemptor (once its
    victims are gone), None when provisioned or unknown. Only the first ESTIMATE_LIMIT waiting
    requests in pass order are estimated; the rest get None and, in "default", close their GPU types
    to the requests behind them.
 9. snapshot.estimates=False skips the estimates of rule 8 (Decisions.estimates is empty); the
-   admissions, preemptions and provisions are the same.
+   admissions, preemptions and provisions are the same. Such a pass also stops once nothing more
+   can start (no node has room for the smallest gang member left, or every free GPU is held for
+   reservations that the least and shortest request left would delay) and skips, without work, the
+   requests that every reservation holds back once each GPU type has one at their priority.
 10. Deterministic: no clock, no hash- or dict-order dependence; shuffled inputs give equal Decisions.
 
 Interpretations: requests that can never start here (invalid shape, missing queue, a gang larger
@@ -66,7 +79,10 @@ unique; of duplicates, the first in serve order is kept.
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Sequence
+from functools import partial
+from operator import attrgetter, is_not
 
 from colony.scheduling.queueing.capacity import CapacityIndex
 from colony.scheduling.queueing.model import (
@@ -79,11 +95,19 @@ from colony.scheduling.queueing.model import (
     Provision,
     Snapshot,
 )
-from colony.scheduling.queueing.ordering import fair_order, serve_order
+from colony.scheduling.queueing.ordering import Urgency, fair_order, serve_order, urgency
 from colony.scheduling.queueing.preemption import Plan, Preemptor
 from colony.scheduling.queueing.provisioning import Provisioner
 from colony.scheduling.queueing.quota import QuotaBook, QuotaForecast
-from colony.scheduling.queueing.timeline import Timeline
+from colony.scheduling.queueing.timeline import NodeReservation, Timeline, gang_start, node_reservation
+
+_PER_NODE = attrgetter("gpus_per_node")
+_NODES = attrgetter("nodes")
+_AUTO_PROVISION = attrgetter("auto_provision")
+_DURATION = attrgetter("duration_s")
+_KEY = attrgetter("key")
+_DECLARED = partial(is_not, None)
+
 
 ESTIMATE_LIMIT = 2000
 """Waiting requests whose start a pass estimates (in pass order); the rest get start_s=None."""
@@ -116,9 +140,9 @@ class _Pass:
         self.snapshot = snapshot
         self.now = snapshot.now_s
         self.order = snapshot.order
-        strategies = {q.name: q.strategy for q in snapshot.queues if q.strategy}
+        self.strategies = strategies = {q.name: q.strategy for q in snapshot.queues if q.strategy}
         ranked = serve_order(snapshot.pending, self.order, self.now, snapshot.aging_s, strategies)
-        keys = {r.key for r in ranked}
+        keys = set(map(_KEY, ranked))
         if len(keys) < len(ranked):  # keys should be unique; keep the first of each in serve order
             first: dict[str, GpuRequest] = {}
             for r in ranked:
@@ -141,6 +165,27 @@ class _Pass:
                 if t is not None:
                     releases[t].append((end, run.request.key, a.gpus))
         self.timelines = {t: Timeline(self.now, self.cap.total_free[t], releases[t]) for t in self.cap.types}
+        self.urgent: Urgency | None = (
+            urgency(snapshot.aging_s) if self.order in ("default", "shortest") else None
+        )
+        self.level: int | None = None
+        """Priority of the requests served last ("default" order)."""
+        self.reserved: set[str] = set()
+        """GPU types on which a request of priority `level` holds the head reservation."""
+        self.reservations: list[str] = []
+        """Keys of the requests holding a head reservation, in pass order."""
+        self.deferred: list[tuple[GpuRequest, Sequence[str], bool]] = []
+        """Waiting requests to estimate after the pass ("default"): (request, GPU types, quota wait)."""
+        self.changes = 0
+        self.node_res: dict[str, list[NodeReservation]] = {}
+        """Per GPU type, the reservations' needs at node level (whole gangs on nodes, not GPU counts)."""
+        self.admitted_ends: list[tuple[tuple[str, str], float, int]] = []
+        """(node, declared end, GPUs) of every allocation admitted in this pass with a declared end."""
+        self._node_releases: dict[tuple[str, str], list[tuple[float, int]]] | None = None
+        """Per node, (declared end, GPUs) of the running requests and of admitted_ends[:_merged]."""
+        self._merged = 0
+        self._nodes_by_type: dict[str, list[tuple[str, str]]] = {}
+        """Admissions and reservations so far (the stop check reruns when this changes)."""
         self.budget = ESTIMATE_LIMIT
         self.admitted: list[Admit] = []
         self.provisions: list[Provision] = []
@@ -165,22 +210,67 @@ class _Pass:
             stop = (
                 not self.snapshot.estimates
                 and not self.preemptor.any_candidates()
-                and not any(r.auto_provision for r in self.ranked)
+                and not any(map(_AUTO_PROVISION, self.ranked))
             )
-            smallest = min((r.gpus_per_node for r in self.ranked), default=0)
-            admitted_so_far = -1
-            for r in fair_order(self.ranked, self.book, self.cap.types):
-                if stop and admitted_so_far != len(self.admitted):
-                    admitted_so_far = len(self.admitted)
-                    if not any(self.cap.fits_somewhere(t, 1, smallest) for t in self.cap.types):
+            if stop:
+                # lower bounds over every request left (C-level scans: a pass may serve few of them)
+                ranked = self.ranked
+                smallest = min(map(_PER_NODE, ranked), default=0)
+                least = smallest * min(map(_NODES, ranked), default=0)
+                shortest = min(filter(_DECLARED, map(_DURATION, ranked)), default=math.inf)
+            checked = -1
+            level: int | None = None
+            # "shortest": one order across queues (serve_order: aged, then the least GPU time);
+            # "default" (or a FIFO queue among them): fair sharing between queues
+            served = (
+                iter(self.ranked)
+                if self.order == "shortest" and "fifo" not in self.strategies.values()
+                else fair_order(
+                    self.ranked,
+                    self.book,
+                    self.cap.types,
+                    self.now,
+                    self.urgent,
+                    urgent_sorted=self.order == "default" and "shortest" not in self.strategies.values(),
+                )
+            )
+            closed: list[Timeline] | None = None
+            """In a stop-allowed pass, once every GPU type is reserved at this priority or frozen: the
+            timelines of the reserved ones (a request they all hold back only waits: skipped)."""
+            timelines = self.timelines
+            for r in served:
+                if r.priority != level:
+                    level = r.priority
+                    self.reserved = set()
+                    closed = None
+                if stop and checked != self.changes:
+                    checked = self.changes
+                    if self._nothing_can_start(smallest, least, shortest):
                         break
+                    closed = None
+                    if all(t in self.reserved or timelines[t].frozen_by is not None for t in self.cap.types):
+                        closed = [timelines[t] for t in self.cap.types if timelines[t].frozen_by is None]
+                if closed is not None:
+                    end = None if r.duration_s is None else self.now + r.duration_s
+                    gpus = r.nodes * r.gpus_per_node
+                    for tl in closed:
+                        if not tl.delays(gpus, end):
+                            break
+                    else:
+                        continue  # it would only wait (no reservation, preemption or provision left)
                 self._serve_default(r)
             if self.snapshot.estimates:
+                self._estimate_deferred()
                 self._forecast_quota()
         else:
             self._serve_strict()
         if not self.snapshot.estimates:
-            return Decisions(tuple(self.admitted), tuple(self.provisions), tuple(self.preemptions))
+            return Decisions(
+                tuple(self.admitted),
+                tuple(self.provisions),
+                tuple(self.preemptions),
+                reserved=tuple(self.reservations),
+            )
         admitted = {a.key for a in self.admitted}
         estimates: dict[str, Estimate] = {}
         position: dict[str, int] = {}  # per queue, in the order the pass served them
@@ -190,7 +280,13 @@ class _Pass:
             if key not in admitted:
                 position[r.queue] = n = position.get(r.queue, 0) + 1
                 estimates[key] = Estimate(n, starts.get(key), reasons.get(key, "waiting"))
-        return Decisions(tuple(self.admitted), tuple(self.provisions), tuple(self.preemptions), estimates)
+        return Decisions(
+            tuple(self.admitted),
+            tuple(self.provisions),
+            tuple(self.preemptions),
+            estimates,
+            reserved=tuple(self.reservations),
+        )
 
     def _wait(self, r: GpuRequest, reason: str, start: float | None = None) -> None:
         self.reasons[r.key] = reason
@@ -257,7 +353,15 @@ class _Pass:
         self.timelines[t].hold(r.key, r.gpus, end)
         if end is not None:
             self.holds.append((end, r.queue, t, r.gpus))
+            for a in placement.nodes:
+                self.admitted_ends.append(((placement.colony, a.node), end, a.gpus))
+        reserved = self.node_res.get(t)
+        if reserved:
+            allocations = [(a.node, a.gpus) for a in placement.nodes]
+            for nr in reserved:
+                nr.take(placement.colony, allocations, end)
         self.admitted.append(Admit(r.key, placement, borrowed=borrowed, backfilled=backfilled))
+        self.changes += 1
 
     def _provision(self, r: GpuRequest, waiting_reason: str) -> bool:
         """Provision the cheapest offer for r if its quota allows one; else record why not."""
@@ -407,6 +511,14 @@ class _Pass:
             if open_types
             else None
         )
+        if found is not None and self.node_res:
+            placement = found[1]
+            allocations = [(a.node, a.gpus) for a in placement.nodes]
+            for nr in self.node_res.get(placement.gpu_type, ()):
+                if not nr.allows(placement.colony, allocations, end):
+                    held_back = held_back or f"waiting: starting now would delay higher-ranked {nr.key}"
+                    found = None
+                    break
         if found is not None:
             placement = found[1]
             t = placement.gpu_type
@@ -441,13 +553,26 @@ class _Pass:
             if plan is not None:
                 self._preempt(r, plan)
                 return
-        if self.budget <= 0:
-            self._wait(r, reason)
-            self._capped(r)
-            return
-        self.budget -= 1
         self._wait(r, reason)
-        self.quota_waits.append((r, types))
+        # blocked only because its cohort has nothing left to lend (in a cohort that lends all its
+        # quota, "no capacity" shows up so): it waits for running requests to end, as for capacity,
+        # so the head of its priority takes the reservation (EASY backfill)
+        heads = [
+            t
+            for t in types
+            if t not in self.reserved
+            and self.timelines[t].frozen_by is None
+            and self.book.lending_short(r.queue, t, r.gpus)
+        ]
+        if heads:
+            placed = self._simulate(r, heads, self.now)
+            if placed is not None:
+                self.reserved.add(placed[1])
+                self.reservations.append(r.key)
+                self.changes += 1
+                self._reserve_nodes(r, placed[1])
+        if self.snapshot.estimates:
+            self.deferred.append((r, types, True))
 
     def _preempt(self, r: GpuRequest, plan: Plan) -> None:
         self.preemptor.commit(plan)
@@ -479,20 +604,98 @@ class _Pass:
         self._wait(r, f"waiting for preempted requests to stop: {names}", self.now)
 
     def _wait_for_capacity(self, r: GpuRequest, types: Sequence[str], reason: str) -> None:
-        """Place a capacity-blocked request in the simulation; an unknown start closes its types."""
+        """EASY backfill: the first capacity-blocked request of its priority on a GPU type (the head)
+        gets a reservation in the simulation, which nothing ranked below it may delay; an unknown start
+        closes its types. The others only wait (estimated after the pass)."""
         self._wait(r, reason)
-        open_types = [t for t in types if self.timelines[t].frozen_by is None]
-        if self.budget <= 0:
-            self._capped(r)
-            self._freeze(open_types, r.key)
+        open_types = [t for t in types if self.timelines[t].frozen_by is None and t not in self.reserved]
+        if not open_types:
+            if self.snapshot.estimates:
+                self.deferred.append((r, types, False))
             return
-        self.budget -= 1
         placed = self._simulate(r, open_types, self.now)
         if placed is None:
             self._freeze(open_types, r.key)
+            self.changes += 1
             return
         start, t = placed
+        self.reserved.add(t)
+        self.reservations.append(r.key)
+        self.changes += 1
+        start = max(start, self._reserve_nodes(r, t))
         self.starts[r.key] = start if start > self.now else self.timelines[t].first_release()
+
+    def _reserve_nodes(self, r: GpuRequest, t: str) -> float:
+        """Reserve r's gang at node level on type t: the colony where `r.nodes` nodes have
+        `r.gpus_per_node` free the earliest (from declared ends); that time (now if none is known)."""
+        if self._node_releases is None:
+            # built once per pass, on the first reservation; admissions are merged in as they come
+            self._node_releases = {}
+            for run in self.snapshot.running:
+                if run.request.duration_s is not None:
+                    end = run.started_s + run.request.duration_s
+                    for a in run.placement.nodes:
+                        self._node_releases.setdefault((run.placement.colony, a.node), []).append(
+                            (end, a.gpus)
+                        )
+            self._nodes_by_type = {}
+            for nid, nt in self.cap.node_type.items():
+                self._nodes_by_type.setdefault(nt, []).append(nid)
+        releases = self._node_releases
+        for nid, end, gpus in self.admitted_ends[self._merged :]:
+            releases.setdefault(nid, []).append((end, gpus))
+        self._merged = len(self.admitted_ends)
+        free: dict[str, dict[tuple[str, str], int]] = {}
+        cap_free = self.cap.free
+        for nid in self._nodes_by_type.get(t, ()):
+            if r.colonies is None or nid[0] in r.colonies:
+                free.setdefault(nid[0], {})[nid] = cap_free[nid]
+        best: tuple[float, str] | None = None
+        for colony in sorted(free):
+            start = gang_start(r.nodes, r.gpus_per_node, self.now, free[colony], releases)
+            if start is not None and (best is None or start < best[0]):
+                best = (start, colony)
+        if best is None:
+            return self.now
+        start, colony = best
+        found = node_reservation(r.key, r.nodes, r.gpus_per_node, start, free[colony], releases)
+        self.node_res.setdefault(t, []).append(found)
+        return start
+
+    def _nothing_can_start(self, smallest: int, least: int, shortest: float) -> bool:
+        """Whether no request left in this pass could start on any GPU type: no node has room for
+        `smallest` GPUs, the type is closed, or its free GPUs are held for reservations that a request
+        of `least` GPUs running `shortest` seconds (the least of any request) would delay."""
+        for t in self.cap.types:
+            if not self.cap.fits_somewhere(t, 1, smallest):
+                continue
+            timeline = self.timelines[t]
+            if timeline.frozen_by is not None:
+                continue
+            if timeline.blocker(least, self.now + shortest) is not None:
+                continue
+            return False
+        return True
+
+    def _estimate_deferred(self) -> None:
+        """Estimates of the waiting requests without a reservation, in pass order (list scheduling
+        after the reservations), the first ESTIMATE_LIMIT of them."""
+        for r, types, quota in self.deferred:
+            if self.budget <= 0:
+                self._capped(r)
+                continue
+            self.budget -= 1
+            if quota:
+                self.quota_waits.append((r, types))
+                continue
+            open_types = [t for t in types if self.timelines[t].frozen_by is None]
+            placed = self._simulate(r, open_types, self.now)
+            if placed is None:
+                self._freeze(open_types, r.key)
+                self.starts[r.key] = None
+                continue
+            start, t = placed
+            self.starts[r.key] = start if start > self.now else self.timelines[t].first_release()
 
     def _freeze(self, types: Sequence[str], key: str) -> None:
         for t in types:

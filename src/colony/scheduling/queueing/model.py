@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 from colony.scheduling.offers.model import Offer
 from colony.scheduling.offers.solver import RankedOffer
 
-PlacementPolicy = Literal["cheapest", "binpack", "spread", "ordered"]
+PlacementStrategy = Literal["cheapest", "binpack", "spread", "ordered"]
 """Which colony and nodes a request goes to among those where it fits:
 cheapest: lowest colony price per GPU-hour (unknown price last), then binpack;
 binpack: the nodes with the least free GPUs that still fit (keeps big holes for big gangs);
@@ -20,11 +20,12 @@ ordered: fill-and-spill, colonies in their `order`, the first one with room."""
 QueueOrder = Literal["fifo", "priority", "default", "shortest"]
 """fifo: submission order only, the head blocks everything behind it (no backfill, no preemption);
 priority: strict priority then FIFO, the head blocks (no backfill, no preemption);
-default: strict priority, weighted DRF between queues at equal priority, FIFO within, backfill by
-declared durations, preemption of evictable lower-priority requests and reclaim of lent quota;
-shortest: as default, but within a queue the shortest declared GPU time (GPUs x duration) first,
-with aging: a request waiting `Snapshot.aging_s` or longer goes before every younger one of its
-priority and queue, oldest first (see ordering.serve_order)."""
+default: strict priority; at equal priority the requests waiting `Snapshot.aging_s` or longer first
+(oldest first, across queues), then weighted DRF between queues, FIFO within; EASY backfill by
+declared durations (the first capacity-blocked request of each priority holds a reservation nothing
+may delay); preemption of evictable lower-priority requests and reclaim of lent quota;
+shortest: as default, but after the aged requests the highest response ratio (waited + declared
+duration) / declared duration first, across queues (see ordering.serve_order)."""
 
 QueueStrategy = Literal["", "fifo", "shortest"]
 """Order within one queue (QueueQuota.strategy) under the "default" and "shortest" orders:
@@ -32,7 +33,7 @@ QueueStrategy = Literal["", "fifo", "shortest"]
 fifo = submission order; shortest = shortest declared GPU time first, with aging."""
 
 DEFAULT_AGING_S = 6 * 3600.0
-"""Snapshot.aging_s unless set: a request waiting this long stops being passed by shorter ones."""
+"""Snapshot.aging_s unless set: a request waiting this long stops being passed by younger ones."""
 
 ANY_GPU_TYPE = "*"
 """A quota key that counts GPUs of every type."""
@@ -178,11 +179,12 @@ class Snapshot:
     colonies: tuple[ColonyInfo, ...] = ()
     queues: tuple[QueueQuota, ...] = ()
     offers: tuple[Offer, ...] = ()
-    placement_policy: PlacementPolicy = "cheapest"
+    placement_policy: PlacementStrategy = "cheapest"
     order: QueueOrder = "default"
     aging_s: float = DEFAULT_AGING_S
-    """Shortest-first aging: after this long waiting, a request is served in FIFO order ahead of the
-    younger requests of its priority and queue (bounds its wait; see docs/scheduling.md)."""
+    """Aging: after this long waiting, a request is served in FIFO order ahead of the younger
+    requests of its priority, in every queue ("default" and "shortest"; bounds its wait: see
+    docs/gprs-and-queues.md)."""
     estimates: bool = True
     """False: decide only (Decisions.estimates stays empty; admissions, preemptions and provisions
     are the same). Replays need no estimates, and computing them is most of a pass."""
@@ -249,3 +251,9 @@ class Decisions:
     preemptions: tuple[Preempt, ...] = ()
     estimates: Mapping[str, Estimate] = field(default_factory=dict)
     """For every pending request that was not admitted."""
+    reserved: tuple[str, ...] = ()
+    """Requests holding a head reservation ("default" and "shortest": the first request of each
+    priority blocked by capacity, or by its cohort's lending, on a GPU type): nothing admitted in this
+    pass delays their estimated
+    start (EASY backfill). Without estimates a pass stops once nothing more can start, so it may
+    list fewer."""

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
+from colony.labels import RESERVATION_PREFIX
 from colony.scheduling.offers.gpu_names import normalize_gpu
 from colony.scheduling.queueing.model import (
     ANY_GPU_TYPE,
@@ -26,9 +27,8 @@ from colony.scheduling.queueing.model import (
     QueueStrategy,
     RunningRequest,
 )
-from colony.status.cost import parse_time
+from colony.timefmt import parse_time
 
-RESERVATION_PREFIX = "gpr.colony.exalsius.ai/"
 RUNNING_PHASES = ("Admitted", "Ready")
 PENDING_PHASES = (None, "Queued", "Provisioning")
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")

@@ -157,6 +157,25 @@ class QuotaBook:
                 return QuotaFit(False, reason=f"quota: queue {queue!r} uses {used} of {nominal}; {why}")
         return BORROWS if borrowed else FITS
 
+    def lending_short(self, queue: str, gpu_type: str, gpus: int) -> bool:
+        """Whether `gpus` more GPUs of the type stay within the queue's own limits (nominal, or its
+        borrowing limit in a cohort): then only the cohort's unused quota is short, and it grows back
+        as the cohort's running requests end."""
+        q = self.queues.get(queue)
+        if q is None:
+            return False
+        usage = self.usage[queue]
+        for k in self.keys(queue, gpu_type):
+            nominal = q.nominal.get(k, 0)
+            used = usage.get(k, 0)
+            if used + gpus > nominal:
+                if q.cohort is None:
+                    return False
+                limit = q.borrowing_limit.get(k)
+                if limit is not None and used + gpus - nominal > limit:
+                    return False
+        return True
+
     def never_fits(self, queue: str, gpu_type: str, gpus: int) -> str | None:
         """Why `gpus` GPUs of the type can never fit the queue's quota, even with nothing running."""
         if queue not in self.queues:

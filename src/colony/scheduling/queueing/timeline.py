@@ -16,6 +16,7 @@ estimated start of a higher-ranked one.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
 
 
@@ -117,6 +118,15 @@ class Timeline:
             return None
         return next(self.keys[j] for j in range(k) if self.vals[j] < need)
 
+    def delays(self, gpus: int, end: float | None) -> bool:
+        """Whether holding `gpus` from now until `end` (None: for good) would delay some placement
+        (`blocker` is not None, without naming it)."""
+        starts = self.starts
+        if not starts:
+            return False
+        k = len(starts) if end is None else bisect_left(starts, end)
+        return k > 0 and self.pmin[k - 1] < gpus + self.shift
+
     def hold(self, key: str, gpus: int, end: float | None) -> None:
         """A request admitted now holds `gpus` until `end` (None: for good)."""
         if self.starts:
@@ -144,3 +154,86 @@ class Timeline:
     def first_release(self) -> float | None:
         """The earliest known release (clamped to now), if any."""
         return self.events[0][0] if self.events else None
+
+
+NodeId = tuple[str, str]
+"""(colony, node name)."""
+
+
+class NodeReservation:
+    """A head reservation at node level: its gang needs `nodes` nodes with `gpus` free each at
+    `start`. The aggregate Timeline cannot see that its free GPUs may be scattered over nodes; this
+    can: `avail` holds each node's free GPUs at `start`, `ok` how many have at least `gpus`."""
+
+    __slots__ = ("avail", "gpus", "key", "nodes", "ok", "start")
+
+    def __init__(self, key: str, start: float, gpus: int, nodes: int, avail: dict[NodeId, int]) -> None:
+        self.key = key
+        self.start = start
+        self.gpus = gpus
+        self.nodes = nodes
+        self.avail = avail
+        self.ok = sum(1 for v in avail.values() if v >= gpus)
+
+    def _lost(self, colony: str, allocations: Iterable[tuple[str, int]]) -> int:
+        lost = 0
+        for node, gpus in allocations:
+            v = self.avail.get((colony, node))
+            if v is not None and v >= self.gpus > v - gpus:
+                lost += 1
+        return lost
+
+    def allows(self, colony: str, allocations: Iterable[tuple[str, int]], end: float | None) -> bool:
+        """Whether holding these allocations until `end` (None: for good) leaves the head its nodes."""
+        if end is not None and end <= self.start:
+            return True
+        return self.ok - self._lost(colony, allocations) >= self.nodes
+
+    def take(self, colony: str, allocations: Sequence[tuple[str, int]], end: float | None) -> None:
+        """Account for allocations admitted now that are held until `end`."""
+        if end is not None and end <= self.start:
+            return
+        self.ok -= self._lost(colony, allocations)
+        for node, gpus in allocations:
+            v = self.avail.get((colony, node))
+            if v is not None:
+                self.avail[(colony, node)] = v - gpus
+
+
+def gang_start(
+    nodes: int,
+    gpus: int,
+    now: float,
+    free: Mapping[NodeId, int],
+    releases: Mapping[NodeId, list[tuple[float, int]]],
+) -> float | None:
+    """The earliest time at which `nodes` of the nodes in `free` each have `gpus` free, from their
+    free GPUs now and their known releases (end, GPUs); None when that time is unknown."""
+    if len(free) < nodes:
+        return None
+    when: list[float] = []
+    for nid, f in free.items():
+        if f >= gpus:
+            when.append(now)
+            continue
+        for end, g in sorted(releases.get(nid, ())):
+            f += g
+            if f >= gpus:
+                when.append(max(end, now))
+                break
+    if len(when) < nodes:
+        return None
+    return sorted(when)[nodes - 1]
+
+
+def node_reservation(
+    key: str,
+    nodes: int,
+    gpus: int,
+    start: float,
+    free: Mapping[NodeId, int],
+    releases: Mapping[NodeId, list[tuple[float, int]]],
+) -> NodeReservation:
+    """The reservation of a gang of `nodes` x `gpus` at `start` (from gang_start) on the nodes of `free`."""
+    avail = {nid: f + sum(g for end, g in releases.get(nid, ()) if end <= start) for nid, f in free.items()}
+    return NodeReservation(key, start, gpus, nodes, avail)

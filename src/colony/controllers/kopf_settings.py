@@ -8,9 +8,9 @@ from typing import Any
 import kopf
 
 from colony.kube.timeouts import DEFAULT_TIMEOUTS
+from colony.labels import FINALIZER
 
 FIELD_MANAGER = "colony-operator"
-FINALIZER = "colony.exalsius.ai/finalizer"
 DIFFBASE_IGNORED_FIELDS = ("spec.wandbApiKey",)
 """Fields kept out of kopf's last-handled-configuration annotation: kopf writes that annotation from
 the body as it was before the handler's patch, in the same PATCH that moves a plain `wandbApiKey`
@@ -26,8 +26,12 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="colony.exalsius.ai", key="last-handled-configuration", ignored_fields=DIFFBASE_IGNORED_FIELDS
     )
-    settings.watching.server_timeout = 60
-    settings.watching.client_timeout = 90
+    # kopf's watches are bounded like the informers' (kube/timeouts.py): the server ends each one
+    # after watch_s; a stream with no event past the stall bound (inactivity) is dropped and
+    # opened again, and none lives longer than watch_s plus the stall bound
+    settings.watching.server_timeout = max(1, int(DEFAULT_TIMEOUTS.watch_s))
+    settings.watching.inactivity_timeout = DEFAULT_TIMEOUTS.watch_stall_s
+    settings.watching.client_timeout = DEFAULT_TIMEOUTS.watch_s + DEFAULT_TIMEOUTS.watch_stall_s
     settings.watching.connect_timeout = DEFAULT_TIMEOUTS.connect_s
     # kopf's own requests (patches, Events) are bounded like ours (kube/timeouts.py)
     settings.networking.connect_timeout = DEFAULT_TIMEOUTS.connect_s

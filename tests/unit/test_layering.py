@@ -1,0 +1,80 @@
+"""The layering rule of docs/development.md, enforced on the source tree.
+
+Pure packages import no I/O library, and from `colony` only the layers below them (an allow-list
+per package). The check reads every import statement with `ast`, so it sees imports inside
+functions too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "colony"
+
+IO_LIBRARIES = {"kubernetes_asyncio", "kubernetes", "kopf", "httpx", "aiohttp", "boto3", "requests"}
+
+# Pure layers, bottom to top: each may import itself and what is listed (and no I/O library).
+LEAVES = {"colony.timefmt", "colony.gpu", "colony.versions", "colony.labels"}
+ALLOWED: dict[str, set[str]] = {
+    "timefmt.py": set(),
+    "labels.py": set(),
+    "api": {"colony.api", "colony.timefmt"},
+    "scheduling": {"colony.api", "colony.scheduling"} | LEAVES,
+    "render": {"colony.api", "colony.render", "colony.scheduling"} | LEAVES,
+    "status": {"colony.api", "colony.render", "colony.scheduling", "colony.status"} | LEAVES,
+    "placement": {"colony.api", "colony.placement", "colony.scheduling"} | LEAVES,
+    "simulate": {"colony.scheduling", "colony.simulate"} | LEAVES,
+}
+
+
+def _modules(entry: str) -> list[Path]:
+    path = SRC / entry
+    return [path] if path.is_file() else sorted(path.rglob("*.py"))
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+def _violations(paths: list[Path], allowed: set[str]) -> list[str]:
+    found = []
+    for path in paths:
+        for name in _imports(path):
+            top = name.split(".")[0]
+            inside = top == "colony" and not any(
+                name == layer or name.startswith(layer + ".") for layer in allowed
+            )
+            if top in IO_LIBRARIES or inside or name == "colony":
+                found.append(f"{path.name} imports {name}")
+    return found
+
+
+@pytest.mark.parametrize("entry", sorted(ALLOWED))
+def test_pure_layer_imports_no_io_and_no_upper_layer(entry: str) -> None:
+    """Every module of a pure package imports only pure code from the layers below it."""
+    assert _modules(entry), f"{entry} has no modules: the rule would pass vacuously"
+    assert _violations(_modules(entry), ALLOWED[entry]) == []
+
+
+def test_rule_catches_a_violation(tmp_path: Path) -> None:
+    """The checker flags an I/O import and an upper-layer import, and accepts an allowed one."""
+    module = tmp_path / "bad.py"
+    module.write_text(
+        "import kopf\nfrom colony.controllers.gpr import x\nfrom colony.api import y\n"
+        "def f():\n    from colony.status.cost import z\n"
+    )
+    assert _violations([module], ALLOWED["scheduling"]) == [
+        "bad.py imports kopf",
+        "bad.py imports colony.controllers.gpr",
+        "bad.py imports colony.status.cost",
+    ]

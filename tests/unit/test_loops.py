@@ -1,0 +1,71 @@
+"""The batch loop runner survives a failing pass and answers a wake-up at once; the bounded gather
+never runs more than its limit at a time and keeps every result in order."""
+
+from __future__ import annotations
+
+import asyncio
+
+from colony.controllers.loops import first_error, gather_bounded, run_passes
+
+
+def test_a_failing_pass_does_not_stop_the_loop() -> None:
+    async def scenario() -> int:
+        passes = 0
+
+        async def one_pass() -> None:
+            nonlocal passes
+            passes += 1
+            if passes == 1:
+                raise RuntimeError("bad pass")
+
+        loop = asyncio.create_task(run_passes("test", one_pass, 0.01))
+        while passes < 3:
+            await asyncio.sleep(0.01)
+        loop.cancel()
+        return passes
+
+    assert asyncio.run(scenario()) >= 3
+
+
+def test_a_wakeup_runs_the_next_pass_before_the_interval() -> None:
+    async def scenario() -> float:
+        wakeup = asyncio.Event()
+        times: list[float] = []
+
+        async def one_pass() -> None:
+            times.append(asyncio.get_running_loop().time())
+
+        loop = asyncio.create_task(run_passes("test", one_pass, 3600, wakeup=wakeup))
+        while not times:
+            await asyncio.sleep(0.01)
+        wakeup.set()
+        while len(times) < 2:
+            await asyncio.sleep(0.01)
+        loop.cancel()
+        return times[1] - times[0]
+
+    assert asyncio.run(scenario()) < 5
+
+
+def test_gather_bounded_respects_its_limit_and_keeps_results_in_order() -> None:
+    async def scenario() -> tuple[list[object], int]:
+        running = peak = 0
+
+        async def call(i: int) -> int:
+            nonlocal running, peak
+            running += 1
+            peak = max(peak, running)
+            await asyncio.sleep(0.001 * (10 - i))
+            running -= 1
+            if i == 3:
+                raise ValueError("three")
+            return i
+
+        return await gather_bounded((call(i) for i in range(10)), 3), peak
+
+    results, peak = asyncio.run(scenario())
+    assert peak == 3
+    assert [r for r in results if not isinstance(r, BaseException)] == [0, 1, 2, 4, 5, 6, 7, 8, 9]
+    error = first_error(results)
+    assert isinstance(error, ValueError) and str(error) == "three"
+    assert first_error([1, 2]) is None
