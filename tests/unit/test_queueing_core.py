@@ -592,3 +592,36 @@ def test_same_snapshot_same_decisions() -> None:
     s = snap(pending, gpu_nodes=nodes("c", 8, 8, 4) + nodes("d", 8, 8, prefix="m"))
     assert schedule(s) == schedule(s)
     assert schedule(s) == schedule(snap(list(reversed(pending)), gpu_nodes=s.nodes))
+
+
+def test_a_request_waiting_for_its_cohort_to_lend_holds_nothing_while_no_lender_end_is_known() -> None:
+    # The reclaim scenario after the eviction: team b runs its nominal with no declared end, so the
+    # evicted borrower "a-big" cannot start before an unknown time. Free A100s elsewhere (another
+    # colony, not one of a-big's) must not give it a reservation "now" that holds "a-more" back.
+    queues = [QueueQuota("a", {"A100": 8}, cohort="c"), QueueQuota("b", {"A100": 8}, cohort="c")]
+    running = [run(req("b-own", 8, queue="b"), "pool", ["n0"])]
+    mine = frozenset({"pool"})
+    pending = [
+        req("a-big", 8, nodes=2, queue="a", submitted_s=1, evictable=True, colonies=mine),
+        req("a-more", 8, queue="a", submitted_s=2, colonies=mine),
+    ]
+    gpu_nodes = nodes("pool", 8, 8) + nodes("other", 8)
+    d = schedule(snap(pending, running=running, gpu_nodes=gpu_nodes, queues=queues))
+    assert admitted(d) == ["a-more"]
+    assert d.estimates["a-big"].start_s is None and "cohort" in d.estimates["a-big"].reason
+
+
+def test_a_request_waiting_for_its_cohort_to_lend_reserves_from_the_lenders_declared_end() -> None:
+    # Team b's request ends at NOW + 100: a-big reserves from then, and a-more (holding its GPUs for
+    # good) would delay it, so it waits; a short one that ends before may start.
+    queues = [QueueQuota("a", {"A100": 8}, cohort="c"), QueueQuota("b", {"A100": 8}, cohort="c")]
+    running = [run(req("b-own", 8, queue="b", duration_s=100.0), "pool", ["n0"], started_s=NOW)]
+    mine = frozenset({"pool"})
+    pending = [
+        req("a-big", 8, nodes=2, queue="a", submitted_s=1, evictable=True, colonies=mine),
+        req("a-more", 8, queue="a", submitted_s=2, colonies=mine),
+    ]
+    d = schedule(snap(pending, running=running, gpu_nodes=nodes("pool", 8, 8), queues=queues))
+    assert admitted(d) == []
+    assert d.estimates["a-big"].start_s == NOW + 100
+    assert "a-big" in d.estimates["a-more"].reason

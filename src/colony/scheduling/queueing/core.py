@@ -43,7 +43,9 @@ measured 64-minute waits). The rules:
    `nodes` nodes have `gpus_per_node` free the earliest, from the nodes' declared releases): a
    backfilled placement must leave it enough such nodes at that time, or end before it. A request
    blocked only because its cohort has no quota left to lend (QuotaBook.lending_short) counts as
-   blocked by capacity here; one blocked by its own nominal or borrowing limit reserves nothing.
+   blocked by capacity here, from the time the declared ends of its cohort's requests lend it the
+   quota (unknown: it reserves nothing); one blocked by its own nominal or borrowing limit reserves
+   nothing.
 6. Preemption ("default"): for a request blocked by capacity or quota, on GPU types no higher-ranked
    request waits for, victims are evictable running requests of lower priority, or of borrowing
    queues of its cohort while its own queue stays within nominal (reclaim); lowest priority, then
@@ -197,6 +199,8 @@ class _Pass:
         """Whether some GPU type is closed (Timeline.frozen_by) by now."""
         self.holds: list[tuple[float, str, str, int]] = []
         """(end, queue, GPU type, GPUs) charged in this pass with a declared end, for quota forecasts."""
+        self._forecast_cache: tuple[int, QuotaForecast] | None = None
+        """The quota forecast of _quota_start, with the number of holds it was built from."""
         self._types_memo: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._static: dict[tuple[object, ...], tuple[tuple[str, ...], str]] = {}
         self._messages: dict[str | None, str] = {}
@@ -564,8 +568,11 @@ class _Pass:
             and self.timelines[t].frozen_by is None
             and self.book.lending_short(r.queue, t, r.gpus)
         ]
-        if heads:
-            placed = self._simulate(r, heads, self.now)
+        lendable_from = self._quota_start(r, heads) if heads else None
+        if lendable_from is not None:
+            # from the time the cohort's declared ends give the quota back: capacity free before
+            # then (possibly in colonies it cannot even use) is no reason to hold anything now
+            placed = self._simulate(r, heads, lendable_from)
             if placed is not None:
                 self.reserved.add(placed[1])
                 self.reservations.append(r.key)
@@ -719,6 +726,15 @@ class _Pass:
             f"{self.reasons.get(r.key, 'waiting')}; start not estimated "
             f"(only the first {ESTIMATE_LIMIT} waiting requests are)"
         )
+
+    def _quota_start(self, r: GpuRequest, types: Sequence[str]) -> float | None:
+        """The earliest time the cohort can lend r its quota on one of the types, from the declared
+        ends of running and admitted requests (None: no known end gives enough back)."""
+        if self._forecast_cache is None or self._forecast_cache[0] != len(self.holds):
+            self._forecast_cache = (len(self.holds), self._forecast())
+        forecast = self._forecast_cache[1]
+        times = [w for t in types if (w := forecast.earliest(r.queue, t, r.gpus, self.now)) is not None]
+        return min(times) if times else None
 
     def _forecast(self) -> QuotaForecast:
         releases = [
