@@ -130,7 +130,6 @@ def test_operator_exports_reconcile_queue_gpu_teardown_metrics_and_events(
         ("Colony", "delete_colony"),
         ("DDPJob", "start_ddpjob"),
         ("DDPJob", "track_ddpjob"),
-        ("GPUProvisioningRequest", "reconcile_gpr"),
         ("GPUProvisioningRequest", "scheduling_pass"),
         ("GPUQueue", "queue_changed"),
     ):

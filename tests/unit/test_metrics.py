@@ -83,7 +83,7 @@ def test_the_operators_handlers_are_instrumented_with_their_kinds() -> None:
         for h in sub.get_all_handlers()
     ]
     assert handlers and all(getattr(h.fn, "__colony_instrumented__", False) for h in handlers)
-    assert {h.fn.__name__ for h in handlers} >= {"reconcile_colony", "track_ddpjob", "reconcile_gpr"}
+    assert {h.fn.__name__ for h in handlers} >= {"reconcile_colony", "track_ddpjob"}
 
 
 def test_queue_series_follow_the_queues_and_are_removed_with_them() -> None:

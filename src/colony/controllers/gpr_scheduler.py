@@ -35,13 +35,14 @@ from colony import events, metrics, settings
 from colony.api import COLONY, GPR, GPUQUEUE
 from colony.api.conditions import set_condition
 from colony.api.gpr import GPRSpec
+from colony.controllers.acceptance import accept_spec
 from colony.controllers.cluster_access import cluster_client
 from colony.controllers.colony_shares import read_visibility
 from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.informer import Informer
 from colony.kube.resources import Conflict, Kube, KubeApiError, NotFound
-from colony.labels import FOR_GPR_LABEL, FOR_GPR_NAME_ANNOTATION
+from colony.labels import FINALIZER, FOR_GPR_LABEL, FOR_GPR_NAME_ANNOTATION
 from colony.render.offer_colony import (
     SUPPORTED_CLOUDS,
     ProviderNotSupported,
@@ -265,6 +266,8 @@ def _start_informers(memo: kopf.Memo) -> None:
 
 def _wake_on_gpr_event(memo: kopf.Memo) -> Callable[[str, Mapping[str, Any]], None]:
     def wake(event_type: str, obj: Mapping[str, Any]) -> None:
+        if event_type == "DELETED":
+            _deleted(memo).append(dict(obj))
         if event_type != "MODIFIED" or (obj.get("metadata") or {}).get("deletionTimestamp"):
             wake_scheduler(memo)
 
@@ -480,9 +483,81 @@ def _reservation_in_use(world: World, gpr: Mapping[str, Any]) -> bool:
     )
 
 
+def _deleted(memo: kopf.Memo) -> list[dict[str, Any]]:
+    """Requests the GPR informer saw deleted since the last pass (their last known state)."""
+    if getattr(memo, "gpr_deleted", None) is None:
+        memo.gpr_deleted = []
+    deleted: list[dict[str, Any]] = memo.gpr_deleted
+    return deleted
+
+
+async def _release_deleted(memo: kopf.Memo, world: World) -> None:
+    """Free the reservations (and unused ephemeral colony) of the requests deleted since the last
+    pass: those the informer reported deleted and those missing from this read that the last one
+    had. Also takes the old kopf finalizer off requests made by older versions, once released."""
+    seen: dict[str, dict[str, Any]] = getattr(memo, "gpr_seen", None) or {}
+    current = {_key(g): g for g in world.gprs}
+    gone = {_key(g): g for g in _deleted(memo)}
+    memo.gpr_deleted = []
+    gone.update({k: g for k, g in seen.items() if k not in current and k not in gone})
+    memo.gpr_seen = current
+    for key, gpr in sorted(gone.items()):
+        if key in current:
+            continue  # deleted and created again under the same name: the new one is live
+        await release_on_delete(memo, gpr, wake=False)
+        metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
+    for gpr in world.gprs:
+        meta = gpr["metadata"]
+        if FINALIZER in (meta.get("finalizers") or []):
+            if meta.get("deletionTimestamp"):
+                await release_on_delete(memo, gpr, wake=False)
+            remaining = [f for f in meta["finalizers"] if f != FINALIZER]
+            with contextlib.suppress(NotFound, Conflict):
+                await memo.kube.patch(
+                    GPR.api_version,
+                    GPR.kind,
+                    meta["name"],
+                    meta["namespace"],
+                    {
+                        "metadata": {
+                            "finalizers": remaining or None,
+                            "resourceVersion": meta.get("resourceVersion"),
+                        }
+                    },
+                )
+
+
+async def _accept(memo: kopf.Memo, world: World) -> None:
+    """Validate the specs not yet accepted at their generation, in bulk: observedGeneration and an
+    Accepted condition (an invalid spec fails the request with the reason), and a GPRQueued event
+    for a new valid request."""
+
+    async def accept(gpr: dict[str, Any]) -> None:
+        meta = gpr["metadata"]
+        status = gpr.get("status") or {}
+        patch = kopf.Patch()
+        parsed = accept_spec(GPRSpec, gpr.get("spec") or {}, status, meta.get("generation"), patch, log)
+        if await _patch(memo, gpr, dict(patch.status)) is None:
+            return
+        if isinstance(parsed, GPRSpec) and not status.get("phase"):
+            shapes = ", ".join(parsed.gpu_shapes or [parsed.gpu_shape or "any"])
+            size = f"{parsed.number_of_gpu_nodes} node(s) x {parsed.number_of_gpus} GPU(s)"
+            await _event(memo, gpr, "GPRQueued", f"queued for {size} ({shapes})")
+
+    todo = [
+        g
+        for g in world.gprs
+        if not g["metadata"].get("deletionTimestamp")
+        and (g.get("status") or {}).get("observedGeneration") != g["metadata"].get("generation")
+    ]
+    await _concurrently(accept(g) for g in todo)
+
+
 async def run_pass(memo: kopf.Memo) -> Decisions | None:
     """One scheduling pass; returns the core's decisions (None when nothing was pending)."""
     world = await _read(memo)
+    await _release_deleted(memo, world)
+    await _accept(memo, world)
     if await _release_due(memo, world):
         world = await _read(memo)  # the released GPUs are free for this very pass
     await _reconcile_colonies(memo, world)
@@ -1100,7 +1175,7 @@ async def _provisioning_failed(memo: kopf.Memo, world: World, gpr: dict[str, Any
     return True
 
 
-async def release_on_delete(memo: kopf.Memo, gpr: Mapping[str, Any]) -> None:
+async def release_on_delete(memo: kopf.Memo, gpr: Mapping[str, Any], wake: bool = True) -> None:
     """A GPR is being deleted: free its nodes and tear down its ephemeral colony if unused. Only
     the teardown needs every request and colony read (who else uses that colony); freeing nodes
     needs only the clients of the request's own colony (a full read per deletion would make
@@ -1109,7 +1184,8 @@ async def release_on_delete(memo: kopf.Memo, gpr: Mapping[str, Any]) -> None:
     world = await _read(memo) if status.get("provisionedColony") else await _read_own_colony(memo, status)
     await _unlabel(memo, world, gpr)
     await _teardown_if_unused(memo, world, gpr)
-    wake_scheduler(memo)
+    if wake:
+        wake_scheduler(memo)
 
 
 async def _read_own_colony(memo: kopf.Memo, status: Mapping[str, Any]) -> World:
