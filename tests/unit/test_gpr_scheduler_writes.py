@@ -18,10 +18,13 @@ from colony.controllers.gpr_scheduler import (
     ClusterView,
     ParseCache,
     World,
+    _accept,
     _apply,
     _concurrently,
     _finish_admissions,
     _preempt,
+    _release_deleted,
+    _remember,
     _reservations_in_flight,
     _reserve_in_background,
     _write_estimates,
@@ -32,6 +35,7 @@ from colony.controllers.gpr_scheduler import (
 )
 from colony.kube.informer import Informer, newer
 from colony.kube.resources import Conflict
+from colony.labels import FINALIZER
 from colony.scheduling.fault_rules import ledger_entry
 from colony.scheduling.queueing.model import (
     Admit,
@@ -61,6 +65,8 @@ class _Kube:
     def __init__(self, conflicts: frozenset[str] = frozenset()) -> None:
         self.patches: list[tuple[str, dict[str, Any], str | None]] = []
         self.object_patches: list[tuple[str, str, Any]] = []
+        self.objects: dict[str, dict[str, Any]] = {}
+        """The last version of each request written (status patches), as the server returns it."""
         self.listed: list[str] = []
         self.conflicts = conflicts
         self.in_flight = self.most_in_flight = 0
@@ -77,14 +83,23 @@ class _Kube:
         if version is not None and name in self.conflicts:
             raise Conflict(409, "Conflict", "changed")
         self.patches.append((name, dict(status), version))
-        return _gpr(name, 99, **status)
+        self.objects[name] = _gpr(name, 99, **status)
+        return self.objects[name]
 
     async def create(self, manifest: dict[str, Any]) -> dict[str, Any]:
         return manifest
 
     async def patch(self, api_version: str, kind: str, name: str, namespace: str | None, body: Any) -> Any:
         self.object_patches.append((kind, f"{namespace}/{name}", body))
-        return body
+        if kind != "GPUProvisioningRequest":
+            return body
+        current = self.objects.get(name) or _gpr(name)
+        written = {k: v for k, v in body["metadata"].items() if k != "resourceVersion"}
+        self.objects[name] = {
+            **current,
+            "metadata": {**current["metadata"], **written, "resourceVersion": "100"},
+        }
+        return self.objects[name]
 
     async def list(self, api_version: str, kind: str, *args: Any, **kw: Any) -> list[dict[str, Any]]:
         self.listed.append(kind)
@@ -181,6 +196,7 @@ async def test_an_admission_finishing_in_the_background_is_not_redone_and_preemp
     memo = _memo(kube)
     on_n = [{"cluster": "c", "node": "n", "gpus": 1}]
     admitted = _gpr("a", phase="Admitted", colony="pool/pool", nodes=on_n)
+    kube.objects["a"] = admitted
     world = World(time.time(), [admitted], [], {}, {})
     world.clusters[("pool/pool", "c")] = ClusterView("pool/pool", "c", cast(Any, _Cluster()), [], [])
     release = asyncio.Event()
@@ -460,3 +476,121 @@ async def test_colony_reads_run_concurrently_under_one_deadline(monkeypatch: pyt
     assert list(world.clusters) == [("team/b-ok", "main"), ("team/d-ok", "main")]
     assert clients["https://ok"].lists == 2  # nodes and pods, once for the two colonies sharing it
     assert set(world.reads) == {"https://ok"}
+
+
+ON_N = [{"cluster": "c", "node": "n", "gpus": 1}]
+
+
+def _colony_world(gprs: list[dict[str, Any]], cluster: _Cluster) -> World:
+    world = World(time.time(), gprs, [], {}, {})
+    world.clusters[("pool/pool", "c")] = ClusterView("pool/pool", "c", cast(Any, cluster), [], [])
+    return world
+
+
+async def test_admission_holds_the_finalizer_before_any_label_and_a_deleting_request_gets_none() -> None:
+    """Labels are only ever put on a request that holds the operator's finalizer, so a request
+    deleted while the operator is down cannot vanish with its labels on."""
+    cluster, kube = _Cluster(), _Kube()
+    placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 1),))
+    admit = Decisions(admitted=(Admit("team/r", placement),))
+    await _applied(_memo(kube), _colony_world([], cluster), {"team/r": _gpr("r", phase="Queued")}, admit)
+    finalizer_patch = next(
+        i for i, (kind, _, _) in enumerate(kube.object_patches) if kind == "GPUProvisioningRequest"
+    )
+    assert kube.object_patches[finalizer_patch][2]["metadata"]["finalizers"] == [FINALIZER]
+    assert cluster.labels == [{reservation_label("team/r"): "1"}]
+    assert kube.patches[-1][1]["phase"] == "Ready"
+
+    class _Deleting(_Kube):
+        async def patch_status(self, *args: Any, **kw: Any) -> dict[str, Any]:
+            patched = await super().patch_status(*args, **kw)
+            patched["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"  # deleted right after
+            return patched
+
+    cluster, kube = _Cluster(), _Deleting()
+    await _applied(_memo(kube), _colony_world([], cluster), {"team/r": _gpr("r", phase="Queued")}, admit)
+    assert cluster.labels == [] and "Ready" not in [status.get("phase") for _, status, _ in kube.patches]
+
+
+async def test_a_request_gone_from_the_read_is_released_with_what_this_process_last_wrote(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Read while Queued, admitted (status written) in that pass, deleted before the next read:
+    the labels its admission put on come off, although no read ever showed it admitted."""
+    cluster, kube = _Cluster(), _Kube()
+    memo = _memo(kube)
+    queued = _gpr("r", 1, phase="Queued")
+    assert not await _release_deleted(memo, _colony_world([queued], cluster))
+    _remember(memo, _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N))
+
+    async def own_colony(memo: Any, status: Any) -> World:
+        return _colony_world([], cluster)
+
+    monkeypatch.setattr(gpr_scheduler, "_read_own_colony", own_colony)
+    assert await _release_deleted(memo, _colony_world([], cluster))
+    assert cluster.labels == [{reservation_label("team/r"): None}]
+    assert not await _release_deleted(memo, _colony_world([], cluster))  # released once
+
+
+async def test_the_finalizer_is_let_go_once_a_request_holds_no_gpus_or_is_deleted_and_released(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster, kube = _Cluster(), _Kube()
+    memo = _memo(kube)
+
+    def held(name: str, **status: Any) -> dict[str, Any]:
+        gpr = _gpr(name, **status)
+        gpr["metadata"]["finalizers"] = ["other.io/keep", FINALIZER]
+        return gpr
+
+    deleting = held("deleting", phase="Ready", colony="pool/pool", nodes=ON_N)
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"
+    gprs = [
+        held("running", phase="Ready", colony="pool/pool", nodes=ON_N),
+        held("released", phase="Released"),
+        deleting,
+    ]
+
+    async def own_colony(memo: Any, status: Any) -> World:
+        return _colony_world([], cluster)
+
+    monkeypatch.setattr(gpr_scheduler, "_read_own_colony", own_colony)
+    assert await _release_deleted(memo, _colony_world(gprs, cluster))
+    let_go = {
+        name: body["metadata"] for kind, name, body in kube.object_patches if kind == "GPUProvisioningRequest"
+    }
+    assert set(let_go) == {"team/released", "team/deleting"}  # the running request keeps it
+    assert all(m["finalizers"] == ["other.io/keep"] and m["resourceVersion"] == "1" for m in let_go.values())
+    assert cluster.labels == [{reservation_label("team/deleting"): None}]
+
+
+async def test_specs_are_accepted_in_bulk_onto_the_version_read_oldest_first_and_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kube = _Kube()
+    memo = _memo(kube)
+    monkeypatch.setattr(gpr_scheduler, "ACCEPTS_PER_PASS", 2)
+    gprs = []
+    for i, name in enumerate(["c", "a", "bad"]):
+        gpr = _gpr(name)
+        gpr["metadata"].update(generation=1, creationTimestamp=f"2026-12-05T00:00:0{i}Z")
+        gprs.append(gpr)
+    gprs[2]["spec"] = {"numberOfGPUs": -1}
+    done = _gpr("done", observedGeneration=1)
+    done["metadata"]["generation"] = 1
+    world = World(time.time(), [*gprs, done], [], {}, {})
+    await _accept(memo, world)
+    assert [(name, status["observedGeneration"], version) for name, status, version in kube.patches] == [
+        ("c", 1, "1"),
+        ("a", 1, "1"),
+    ]
+    assert all(s["conditions"][0]["reason"] == "SpecValid" for _, s, _ in kube.patches)
+    assert world.gprs[0]["metadata"]["resourceVersion"] == "99"  # later writes of the pass go onto it
+    world.gprs = [g for g in world.gprs if g["metadata"]["name"] == "bad"]
+    await _accept(memo, world)
+    name, status, _ = kube.patches[-1]
+    assert name == "bad" and status["phase"] == "Failed"
+    assert (
+        status["conditions"][0]["reason"] == "InvalidSpec"
+        and "numberOfGPUs" in status["conditions"][0]["message"]
+    )

@@ -58,12 +58,17 @@ RBAC rules of the operator (see rbac.yaml). Every entry names what uses it; the 
 
 {{/* Rules in the watched namespaces (a Role each, or the ClusterRole when watching all). */}}
 {{- define "colony-operator.rules.namespaced" -}}
-# Colonies and GPRs: kopf handlers (finalizers, progress annotations); colonies created for GPU
-# requests (server-side apply) and deleted when ephemeral and unused; GPRs created for DDPJobs with
-# gpuTypes and deleted when the job ends.
+# Colonies: kopf handlers (finalizers, progress annotations); created for GPU requests (server-side
+# apply) and deleted when ephemeral and unused.
 - apiGroups: [infra.exalsius.ai]
-  resources: [colonies, gpuprovisioningrequests]
+  resources: [colonies]
   verbs: [create, delete, get, patch, watch]
+# GPRs: the scheduling loop's finalizer while a request holds GPUs (patch; get after a conflict);
+# watched by its informer when the operator serves the whole cluster (a namespaced one lists them);
+# created for DDPJobs with gpuTypes and deleted when the job ends.
+- apiGroups: [infra.exalsius.ai]
+  resources: [gpuprovisioningrequests]
+  verbs: [create, delete, get, patch{{ if not (include "colony-operator.namespacedRbac" .) }}, watch{{ end }}]
 - apiGroups: [infra.exalsius.ai]
   resources: [colonies/status, gpuprovisioningrequests/status]
   verbs: [patch]

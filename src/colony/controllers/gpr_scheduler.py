@@ -40,7 +40,7 @@ from colony.controllers.cluster_access import cluster_client
 from colony.controllers.colony_shares import read_visibility
 from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
 from colony.kube.colony_clusters import ClusterAccessError
-from colony.kube.informer import Informer
+from colony.kube.informer import Informer, newer
 from colony.kube.resources import Conflict, Kube, KubeApiError, NotFound
 from colony.labels import FINALIZER, FOR_GPR_LABEL, FOR_GPR_NAME_ANNOTATION
 from colony.render.offer_colony import (
@@ -116,6 +116,8 @@ than ESTIMATE_TOLERANCE of itself (thousands of waiting requests each move every
 ESTIMATE_WRITES_PER_PASS = 200
 """Most status writes of positions, estimates and messages per pass, heads of the queues first;
 the rest follow in later passes (a pass must stay short with any number waiting)."""
+ACCEPTS_PER_PASS = 500
+"""Most new specs a pass accepts (status and Event); the rest follow in the next passes."""
 WRITE_CONCURRENCY = 24
 """Requests the loop applies decisions to at once (colony.kube.config.CONNECTIONS connections, which
 kopf's handlers share)."""
@@ -491,72 +493,157 @@ def _deleted(memo: kopf.Memo) -> list[dict[str, Any]]:
     return deleted
 
 
-async def _release_deleted(memo: kopf.Memo, world: World) -> None:
+def _seen(memo: kopf.Memo) -> dict[str, dict[str, Any]]:
+    """The requests of the last pass's read, by key, each at the newest version known: the one
+    read, or a later one this process wrote (an admission written after the read must be known
+    when the request disappears from the next read, or its labels would stay on)."""
+    if getattr(memo, "gpr_seen", None) is None:
+        memo.gpr_seen = {}
+    seen: dict[str, dict[str, Any]] = memo.gpr_seen
+    return seen
+
+
+def _remember(memo: kopf.Memo, written: dict[str, Any]) -> None:
+    """Keep a request version this process wrote (see `_seen`; the informer keeps it too)."""
+    seen, key = _seen(memo), _key(written)
+    if key not in seen or newer(written, seen[key]):
+        seen[key] = written
+    if (informer := _informer(memo)) is not None:
+        informer.put(written)  # the next pass sees this write even before the watch brings it
+
+
+async def _release_deleted(memo: kopf.Memo, world: World) -> bool:
     """Free the reservations (and unused ephemeral colony) of the requests deleted since the last
     pass: those the informer reported deleted and those missing from this read that the last one
-    had. Also takes the old kopf finalizer off requests made by older versions, once released."""
-    seen: dict[str, dict[str, Any]] = getattr(memo, "gpr_seen", None) or {}
+    had (requests that never held GPUs, so had no finalizer; an ephemeral colony that a crash makes
+    this miss is found by the orphan sweeper). Then `_sync_finalizers`. True when something was
+    released."""
+    released = False
+    seen = _seen(memo)
     current = {_key(g): g for g in world.gprs}
-    gone = {_key(g): g for g in _deleted(memo)}
+    gone = {k: g for k, g in seen.items() if k not in current}
+    for last in _deleted(memo):  # the informer's last state of a deleted request
+        key = _key(last)
+        if key not in gone or newer(last, gone[key]):
+            gone[key] = last
     memo.gpr_deleted = []
-    gone.update({k: g for k, g in seen.items() if k not in current and k not in gone})
-    memo.gpr_seen = current
+    memo.gpr_seen = {k: seen[k] if k in seen and newer(seen[k], g) else g for k, g in current.items()}
     for key, gpr in sorted(gone.items()):
         if key in current:
             continue  # deleted and created again under the same name: the new one is live
         await release_on_delete(memo, gpr, wake=False)
         metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
-    for gpr in world.gprs:
-        meta = gpr["metadata"]
-        if FINALIZER in (meta.get("finalizers") or []):
-            if meta.get("deletionTimestamp"):
-                await release_on_delete(memo, gpr, wake=False)
-            remaining = [f for f in meta["finalizers"] if f != FINALIZER]
-            with contextlib.suppress(NotFound, Conflict):
-                await memo.kube.patch(
-                    GPR.api_version,
-                    GPR.kind,
-                    meta["name"],
-                    meta["namespace"],
-                    {
-                        "metadata": {
-                            "finalizers": remaining or None,
-                            "resourceVersion": meta.get("resourceVersion"),
-                        }
-                    },
-                )
+        released = True
+    return await _sync_finalizers(memo, world) or released
+
+
+async def _sync_finalizers(memo: kopf.Memo, world: World) -> bool:
+    """A request holds the operator's finalizer exactly while it may have reservation labels on
+    nodes (it is put on by `_reserve` before any label): one being deleted is released here, then
+    let go; one that stopped holding GPUs (released, expired, preempted, requeued) is let go. A
+    request whose admission is being finished in the background is left to that task this pass.
+    True when a deleted request was released."""
+    in_flight = _reservations_in_flight(memo)
+    released = False
+
+    async def settle(gpr: dict[str, Any]) -> None:
+        nonlocal released
+        if gpr["metadata"].get("deletionTimestamp"):
+            await release_on_delete(memo, gpr, wake=False)
+            metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
+            released = True
+        try:
+            await _set_finalizer(memo, gpr, hold=False)
+        except KubeApiError as error:  # the next pass tries again
+            log.warning("letting go of %s failed: %s", _key(gpr), error)
+
+    await _concurrently(
+        settle(g)
+        for g in world.gprs
+        if FINALIZER in (g["metadata"].get("finalizers") or [])
+        and _key(g) not in in_flight
+        and (
+            g["metadata"].get("deletionTimestamp")
+            or (g.get("status") or {}).get("phase") not in RUNNING_PHASES
+        )
+    )
+    return released
+
+
+async def _set_finalizer(memo: kopf.Memo, gpr: Mapping[str, Any], *, hold: bool) -> dict[str, Any] | None:
+    """Put the operator's finalizer on a request (`hold`) or take it off: a merge patch of the
+    whole list, onto the version it was computed from (after a 409 the request is read again).
+    Returns the request as it now is (as given when there was nothing to do), None when it is gone
+    or, for `hold`, being deleted (no finalizer can be added then)."""
+    current: Mapping[str, Any] | None = gpr
+    for _ in range(WRITE_ATTEMPTS):
+        if current is None:
+            return None
+        meta = current["metadata"]
+        if hold and meta.get("deletionTimestamp"):
+            return None
+        finalizers = list(meta.get("finalizers") or [])
+        if (FINALIZER in finalizers) == hold:
+            return dict(current)
+        wanted = [*finalizers, FINALIZER] if hold else [f for f in finalizers if f != FINALIZER]
+        body = {"metadata": {"finalizers": wanted or None, "resourceVersion": meta.get("resourceVersion")}}
+        try:
+            patched: dict[str, Any] = await memo.kube.patch(
+                GPR.api_version, GPR.kind, meta["name"], meta["namespace"], body
+            )
+        except NotFound:
+            return None
+        except Conflict:
+            current = await memo.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
+            continue
+        _remember(memo, patched)
+        return patched
+    raise Conflict(409, "Conflict", f"finalizer of {_key(gpr)}: the request kept changing")
 
 
 async def _accept(memo: kopf.Memo, world: World) -> None:
-    """Validate the specs not yet accepted at their generation, in bulk: observedGeneration and an
-    Accepted condition (an invalid spec fails the request with the reason), and a GPRQueued event
-    for a new valid request."""
+    """Validate the specs not yet accepted at their generation, in bulk (at most
+    ACCEPTS_PER_PASS, oldest first; scheduling does not wait for it: a pass parses every spec
+    itself): observedGeneration and an Accepted condition (an invalid spec fails the request with
+    the reason), and a GPRQueued event for a new valid request. The world keeps the written
+    versions, so this pass's later writes go onto them."""
+    position = {id(g): i for i, g in enumerate(world.gprs)}
 
     async def accept(gpr: dict[str, Any]) -> None:
         meta = gpr["metadata"]
         status = gpr.get("status") or {}
         patch = kopf.Patch()
         parsed = accept_spec(GPRSpec, gpr.get("spec") or {}, status, meta.get("generation"), patch, log)
-        if await _patch(memo, gpr, dict(patch.status)) is None:
+        try:
+            patched = await _patch(memo, gpr, dict(patch.status), only_if_unchanged=True)
+        except KubeApiError as error:  # one request's failed write must not fail the pass
+            log.warning("accepting %s failed (retried next pass): %s", _key(gpr), error)
             return
+        if patched is None:
+            return  # gone, or changed since this read: the next pass accepts the newer version
+        world.gprs[position[id(gpr)]] = patched
         if isinstance(parsed, GPRSpec) and not status.get("phase"):
             shapes = ", ".join(parsed.gpu_shapes or [parsed.gpu_shape or "any"])
             size = f"{parsed.number_of_gpu_nodes} node(s) x {parsed.number_of_gpus} GPU(s)"
-            await _event(memo, gpr, "GPRQueued", f"queued for {size} ({shapes})")
+            await _event(memo, patched, "GPRQueued", f"queued for {size} ({shapes})")
 
-    todo = [
-        g
-        for g in world.gprs
-        if not g["metadata"].get("deletionTimestamp")
-        and (g.get("status") or {}).get("observedGeneration") != g["metadata"].get("generation")
-    ]
-    await _concurrently(accept(g) for g in todo)
+    todo = sorted(
+        (
+            g
+            for g in world.gprs
+            if not g["metadata"].get("deletionTimestamp")
+            and (g.get("status") or {}).get("observedGeneration") != g["metadata"].get("generation")
+        ),
+        key=lambda g: (str(g["metadata"].get("creationTimestamp") or ""), _key(g)),
+    )
+    await _concurrently(accept(g) for g in todo[:ACCEPTS_PER_PASS])
 
 
 async def run_pass(memo: kopf.Memo) -> Decisions | None:
     """One scheduling pass; returns the core's decisions (None when nothing was pending)."""
     world = await _read(memo)
-    await _release_deleted(memo, world)
+    if await _release_deleted(memo, world):
+        world = await _read(memo)  # the freed GPUs are free for this very pass
     await _accept(memo, world)
     if await _release_due(memo, world):
         world = await _read(memo)  # the released GPUs are free for this very pass
@@ -752,8 +839,7 @@ async def _patch(
         )
     except (NotFound, Conflict):
         return None
-    if (informer := _informer(memo)) is not None:
-        informer.put(patched)  # the next pass sees this write even before the watch brings it
+    _remember(memo, patched)
     return patched
 
 
@@ -790,8 +876,7 @@ async def _write_on_version(
         except Conflict:
             current = await memo.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
             continue
-        if (informer := _informer(memo)) is not None:
-            informer.put(patched)
+        _remember(memo, patched)
         return patched, patched
     return None, current
 
@@ -1272,10 +1357,24 @@ async def _reserve(
     """Label the nodes of an Admitted request (while `announce` is posted), then mark it Ready once
     every label is written and read back (else it stays Admitted, saying which nodes wait). A
     request deleted meanwhile may have had its labels taken off by its delete handler before they
-    were put on: they are taken off again, else they would hold the GPUs forever."""
+    were put on: they are taken off again, else they would hold the GPUs forever. No label is put on
+    before the request holds the operator's finalizer, so a request deleted while the operator is
+    down still has its labels taken off (`_sync_finalizers`)."""
+    holding: list[dict[str, Any]] = []
+
+    async def hold_then_label() -> list[str]:
+        held = await _set_finalizer(memo, admitted, hold=True)
+        if held is None or not transition_applies(admitted, held, ("Admitted",), same_allocation=True):
+            return []  # gone, being deleted or moved on: the next pass decides on what it is now
+        holding.append(held)
+        return await _label_nodes(world, held, add=True)
+
+    not_labelled, *_ = await asyncio.gather(hold_then_label(), *announce)
+    if not holding:
+        return
+    admitted = holding[0]
     status = admitted.get("status") or {}
     ready = _ready_message(status)
-    not_labelled, *_ = await asyncio.gather(_label_nodes(world, admitted, add=True), *announce)
     if not status.get("nodes"):
         not_labelled = ["(no nodes recorded)"]
     if not_labelled:  # Ready only once every label is on: the next pass tries again
