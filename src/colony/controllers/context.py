@@ -16,6 +16,7 @@ from typing import Any
 
 from colony import settings
 from colony.controllers.existing_addons import ExistingClusterAddons
+from colony.controllers.job_targets import JobTargets
 from colony.kube.colony_clusters import ColonyClusterClients
 from colony.kube.config import default_api_client
 from colony.kube.helm import find_helm
@@ -87,6 +88,8 @@ class OperatorContext:
     """Helm runs installing add-ons on existing clusters."""
     expressions: ExpressionSandbox
     """The bounded evaluator of WorkloadDefinition expressions."""
+    job_targets: JobTargets = field(default_factory=JobTargets)
+    """Colony cluster clients of running DDPJobs, kept a few seconds, and their GPU counts."""
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """The background loops, by name (started with `start`, cancelled by `close`)."""
 

@@ -8,8 +8,6 @@ import asyncio
 import base64
 import contextlib
 import logging
-import time
-import weakref
 from collections.abc import Awaitable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +22,7 @@ from colony.api.conditions import now_rfc3339, set_condition
 from colony.api.ddpjob import DDPJobSpec
 from colony.controllers.acceptance import accept_spec
 from colony.controllers.cluster_access import MANAGEMENT, cluster_client
+from colony.controllers.context import OperatorContext, context_of
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, KubeApiError, NotFound
 from colony.labels import ATTEMPT_LABEL, JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
@@ -56,7 +55,6 @@ CLEANUP_KINDS = (
 """What a job leaves in its cluster, found by the job label and deleted with the job."""
 WAIT_S = 5.0
 USAGE_REFRESH_S = 30.0
-CLIENT_TTL_S = 5.0
 
 Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
 
@@ -65,66 +63,19 @@ class Unplaceable(kopf.TemporaryError):
     """The job cannot be placed yet; the message is the reason shown in status."""
 
 
-# Pods that can hold GPUs: bound to a node and not finished (filtered by the API server too).
-_HOLDING_GPUS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
-_counting: weakref.WeakKeyDictionary[Kube, asyncio.Task[int]] = weakref.WeakKeyDictionary()
-
-
-async def _count_used_gpus(kube: Kube) -> int:
-    """GPUs held by pods bound to a node and not finished (pending pods hold nothing yet)."""
-    used = 0
-    for pod in await kube.list("v1", "Pod", field_selector=_HOLDING_GPUS):
-        if not pod["spec"].get("nodeName") or (pod.get("status") or {}).get("phase") in (
-            "Succeeded",
-            "Failed",
-        ):
-            continue
-        for container in pod["spec"].get("containers", []):
-            limits = (container.get("resources") or {}).get("limits") or {}
-            used += int(str(limits.get("nvidia.com/gpu", 0)))
-    return used
-
-
-async def _used_gpus(kube: Kube) -> int:
-    """`_count_used_gpus`, with concurrent placements on one cluster sharing one count in flight: a
-    burst of jobs makes one list of the cluster's pods, not one each (the pods of the burst are not
-    bound yet, so a count started a moment earlier is the same count)."""
-    task = _counting.get(kube)
-    if task is None or task.done():
-        task = asyncio.create_task(_count_used_gpus(kube))
-        _counting[kube] = task
-    return await asyncio.shield(task)
-
-
-_targets: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, str], tuple[float, Kube]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-async def _target(memo: kopf.Memo, namespace: str, colony: str, cluster: str) -> Kube:
-    """`cluster_client`, remembered for CLIENT_TTL_S across the operator's jobs: without it every
-    launch and every tracking tick of every job reads the Colony and its kubeconfig Secret again.
-    A rotated kubeconfig or a deleted colony is noticed within CLIENT_TTL_S."""
-    if not colony:
-        return await cluster_client(memo, namespace, colony, cluster)
-    cache = _targets.setdefault(memo.colony_clients, {})
-    key, now = (namespace, colony, cluster), time.monotonic()
-    hit = cache.get(key)
-    if hit is not None and now - hit[0] < CLIENT_TTL_S:
-        return hit[1]
-    kube = await cluster_client(memo, namespace, colony, cluster)
-    cache[key] = (now, kube)
-    return kube
+async def _target(context: OperatorContext, namespace: str, colony: str, cluster: str) -> Kube:
+    """The client of a cluster of the job's colony, kept a few seconds (JobTargets)."""
+    return await context.job_targets.client(context, namespace, colony, cluster)
 
 
 async def _place(
-    memo: kopf.Memo, namespace: str, spec: DDPJobSpec
+    context: OperatorContext, namespace: str, spec: DDPJobSpec
 ) -> tuple[str, str, str, float | None, Kube | None]:
     """(colony, cluster, why, the colony's price per GPU-hour, the cluster's client when already
     made) for the job; raises Unplaceable with the reason when it must wait."""
     if not spec.target_colony:
         return "", MANAGEMENT, "no targetColony: the management cluster", None, None
-    colony = await memo.kube.get(COLONY.api_version, COLONY.kind, spec.target_colony, namespace)
+    colony = await context.kube.get(COLONY.api_version, COLONY.kind, spec.target_colony, namespace)
     if colony is None:
         raise Unplaceable(f"colony {spec.target_colony} does not exist", delay=WAIT_S)
     clusters = (colony.get("status") or {}).get("clusters") or []
@@ -133,8 +84,8 @@ async def _place(
     for cluster in clusters:
         if cluster.get("phase") == "Ready":
             try:
-                kube = await _target(memo, namespace, spec.target_colony, cluster["name"])
-                used[cluster["name"]] = await _used_gpus(kube)
+                kube = await _target(context, namespace, spec.target_colony, cluster["name"])
+                used[cluster["name"]] = await context.job_targets.used_gpus(kube)
                 clients[cluster["name"]] = kube
             except ClusterAccessError:
                 used[cluster["name"]] = 10**9
@@ -158,13 +109,13 @@ def _owned_by_job(meta: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 
 async def _place_on_gpu_request(
-    memo: kopf.Memo, body: kopf.Body, spec: DDPJobSpec
+    context: OperatorContext, body: kopf.Body, spec: DDPJobSpec
 ) -> tuple[str, str, str, float | None, dict[str, Any]]:
     """gpuTypes without targetColony: the job asks the GPR scheduler for its GPUs (creating, when
     needed, the cheapest colony for them) and runs on the reservation once it is Ready."""
     meta = body["metadata"]
     name = gpu_request_name(meta["name"])
-    await memo.kube.apply(
+    await context.kube.apply(
         {
             "apiVersion": GPR.api_version,
             "kind": GPR.kind,
@@ -177,7 +128,7 @@ async def _place_on_gpu_request(
             },
         }
     )
-    gpr = await memo.kube.get(GPR.api_version, GPR.kind, name, meta["namespace"]) or {}
+    gpr = await context.kube.get(GPR.api_version, GPR.kind, name, meta["namespace"]) or {}
     status = gpr.get("status") or {}
     if status.get("phase") != "Ready":
         state = status.get("phase") or "new"
@@ -190,7 +141,7 @@ async def _place_on_gpu_request(
 
 
 async def _wandb_secret(
-    memo: kopf.Memo, body: kopf.Body, spec: DDPJobSpec, patch: kopf.Patch
+    context: OperatorContext, body: kopf.Body, spec: DDPJobSpec, patch: kopf.Patch
 ) -> tuple[SecretKeyReference | None, str | None]:
     """Where the W&B key is, and its base64 value to copy into the target cluster.
 
@@ -203,7 +154,7 @@ async def _wandb_secret(
     if spec.wandb_api_key:
         redaction.remember(spec.wandb_api_key)
         name = moved_wandb_secret_name(meta["name"])
-        await memo.kube.apply(
+        await context.kube.apply(
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
@@ -228,7 +179,7 @@ async def _wandb_secret(
     ref = spec.wandb_api_key_secret_ref
     if ref is None:
         return None, None
-    secret = await memo.kube.get("v1", "Secret", ref.name, meta["namespace"])
+    secret = await context.kube.get("v1", "Secret", ref.name, meta["namespace"])
     value = ((secret or {}).get("data") or {}).get(ref.key)
     if value is None:
         raise Unplaceable(f"Secret {ref.name} with key {ref.key} does not exist", delay=WAIT_S)
@@ -309,6 +260,7 @@ async def start_ddpjob(
     **_: Any,
 ) -> None:
     """Place the job and start its first attempt (idempotent: objects of fixed names, created once)."""
+    context = context_of(memo)
     parsed = accept_spec(DDPJobSpec, spec, status, meta.get("generation"), patch, logger)
     if not isinstance(parsed, DDPJobSpec) or status.get("phase") in TERMINAL_PHASES:
         return
@@ -316,15 +268,15 @@ async def start_ddpjob(
     reservation: dict[str, Any] = {}
     target: Kube | None = None
     try:
-        wandb, wandb_value = await _wandb_secret(memo, body, parsed, patch)
+        wandb, wandb_value = await _wandb_secret(context, body, parsed, patch)
         if parsed.gpu_types and not parsed.target_colony:
             colony, cluster, why, gpu_hour_price, reservation = await _place_on_gpu_request(
-                memo, body, parsed
+                context, body, parsed
             )
         else:
-            colony, cluster, why, gpu_hour_price, target = await _place(memo, meta["namespace"], parsed)
+            colony, cluster, why, gpu_hour_price, target = await _place(context, meta["namespace"], parsed)
         if target is None:
-            target = await _target(memo, meta["namespace"], colony, cluster)
+            target = await _target(context, meta["namespace"], colony, cluster)
     except (Unplaceable, ClusterAccessError) as waiting:
         if status.get("phase") != "Pending":
             events.post(body, "JobPending", f"waiting to be placed: {waiting}")
@@ -390,16 +342,17 @@ async def track_ddpjob(
 ) -> None:
     """Follow the current attempt's pods; restart the gang on a failure; after the end, only tear down
     an ephemeral colony and expire the job (ttlSecondsAfterFinished), then stop (needs_tracking)."""
+    context = context_of(memo)
     parsed = DDPJobSpec.model_validate(dict(spec))
     if status.get("phase") in TERMINAL_PHASES:
         if status.get("settledAt"):  # only the TTL is left: one wait for it, not a tick every 0.5 s
-            await _expire_when_due(memo, body, status, parsed, kwargs["stopped"])
+            await _expire_when_due(context, body, status, parsed, kwargs["stopped"])
         else:
-            await _after_finish(memo, body, status, parsed, patch, logger)
+            await _after_finish(context, body, status, parsed, patch, logger)
         return
     if status.get("phase") in ("Pending", None) or not status.get("cluster"):
         return
-    target = await _target(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
+    target = await _target(context, meta["namespace"], status.get("colony") or "", status["cluster"])
     job = JobRef(meta["name"], meta["namespace"], meta["uid"])
     wandb = parsed.wandb_api_key_secret_ref
     pods = await target.list("v1", "Pod", meta["namespace"], label_selector=f"{JOB_LABEL}={meta['name']}")
@@ -448,7 +401,7 @@ async def track_ddpjob(
     # Only what changed: most ticks change nothing, and an empty patch is not sent at all.
     patch.status.update({key: value for key, value in update.items() if status.get(key) != value})
     if progress.phase in TERMINAL_PHASES:
-        await _after_finish(memo, body, {**status, **update}, parsed, patch, logger)
+        await _after_finish(context, body, {**status, **update}, parsed, patch, logger)
 
 
 def _usage(
@@ -467,8 +420,8 @@ def _usage(
     return usage if phase_changed or stale or "gpuHours" not in status else {}
 
 
-async def _active_jobs(memo: kopf.Memo, namespace: str, colony: str, except_job: str) -> int:
-    jobs = await memo.kube.list(DDPJOB.api_version, DDPJOB.kind, namespace)
+async def _active_jobs(context: OperatorContext, namespace: str, colony: str, except_job: str) -> int:
+    jobs = await context.kube.list(DDPJOB.api_version, DDPJOB.kind, namespace)
     return sum(
         1
         for job in jobs
@@ -479,7 +432,7 @@ async def _active_jobs(memo: kopf.Memo, namespace: str, colony: str, except_job:
 
 
 async def _after_finish(
-    memo: kopf.Memo,
+    context: OperatorContext,
     body: kopf.Body,
     status: Mapping[str, Any],
     spec: DDPJobSpec,
@@ -491,18 +444,18 @@ async def _after_finish(
     meta = body["metadata"]
     finished = _parse_time(status.get("completionTime"))
     now = datetime.now(UTC)
-    colony_done = await _colony_follow_up(memo, body, status, patch, finished, now, logger)
+    colony_done = await _colony_follow_up(context, body, status, patch, finished, now, logger)
     if status.get("gpuRequest"):
-        await memo.kube.delete(GPR.api_version, GPR.kind, status["gpuRequest"], meta["namespace"])
+        await context.kube.delete(GPR.api_version, GPR.kind, status["gpuRequest"], meta["namespace"])
     if colony_done:
         patch.status["settledAt"] = now_rfc3339()
         logger.info("finished and settled: no more tracking")
     if expired(finished, spec.ttl_seconds_after_finished, now):
-        await _expire(memo, body, spec)
+        await _expire(context, body, spec)
 
 
 async def _colony_follow_up(
-    memo: kopf.Memo,
+    context: OperatorContext,
     body: kopf.Body,
     status: Mapping[str, Any],
     patch: kopf.Patch,
@@ -517,12 +470,12 @@ async def _colony_follow_up(
     colony_name = status.get("colony")
     if not colony_name or status.get("teardownRequestedAt"):
         return True
-    colony = await memo.kube.get(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
+    colony = await context.kube.get(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
     if colony is None or not is_ephemeral(colony["metadata"]) or colony["metadata"].get("deletionTimestamp"):
         return True
-    active = await _active_jobs(memo, meta["namespace"], colony_name, meta["name"])
+    active = await _active_jobs(context, meta["namespace"], colony_name, meta["name"])
     if teardown_due(colony["metadata"], active, finished, now):
-        await memo.kube.delete(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
+        await context.kube.delete(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
         patch.status["teardownRequestedAt"] = now_rfc3339()
         metrics.observe_teardown(metrics.teardown.JOB, (now - finished).total_seconds())
         events.post(body, "ColonyTornDown", f"ephemeral colony {colony_name} deletion requested")
@@ -531,16 +484,16 @@ async def _colony_follow_up(
     return active > 0 and (now - finished).total_seconds() >= SETTLE_AFTER_S
 
 
-async def _expire(memo: kopf.Memo, body: kopf.Body, spec: DDPJobSpec) -> None:
+async def _expire(context: OperatorContext, body: kopf.Body, spec: DDPJobSpec) -> None:
     """Delete the job: its ttlSecondsAfterFinished elapsed."""
     meta = body["metadata"]
     if not meta.get("deletionTimestamp"):
         events.post(body, "JobExpired", f"ttlSecondsAfterFinished {spec.ttl_seconds_after_finished} elapsed")
-    await memo.kube.delete(DDPJOB.api_version, DDPJOB.kind, meta["name"], meta["namespace"])
+    await context.kube.delete(DDPJOB.api_version, DDPJOB.kind, meta["name"], meta["namespace"])
 
 
 async def _expire_when_due(
-    memo: kopf.Memo,
+    context: OperatorContext,
     body: kopf.Body,
     status: Mapping[str, Any],
     spec: DDPJobSpec,
@@ -555,7 +508,7 @@ async def _expire_when_due(
         await stopped.wait(remaining)
         if stopped:
             return
-    await _expire(memo, body, spec)
+    await _expire(context, body, spec)
 
 
 def _parse_time(value: Any) -> datetime:
@@ -586,7 +539,9 @@ async def delete_ddpjob(
         return
     left: list[str] | None = None  # what still exists in the cluster, once listed
     try:
-        target = await cluster_client(memo, meta["namespace"], status.get("colony") or "", status["cluster"])
+        target = await cluster_client(
+            context_of(memo), meta["namespace"], status.get("colony") or "", status["cluster"]
+        )
         selector = f"{JOB_LABEL}={meta['name']}"
         found = [
             (api_version, kind, obj["metadata"]["name"])
