@@ -48,6 +48,8 @@ async def apply(
 
 
 async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admit) -> None:
+    """Write the admission to status (onto a version still pending with the same spec), then
+    finish it in the background: labels, Ready, and the GPRAdmitted event."""
     placement = admit.placement
     colony = world.colonies.get(placement.colony) or {}
     label = reservation_label(request_key(gpr))

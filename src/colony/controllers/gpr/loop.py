@@ -60,6 +60,8 @@ async def queue_changed(memo: kopf.Memo, **_: Any) -> None:
 
 
 async def _loop(memo: kopf.Memo) -> None:
+    """Once the management client is up: start the informers, then pass after pass (a failed pass
+    is logged, the next one retries), each after a change or PASS_INTERVAL_S at the latest."""
     while getattr(memo, "kube", None) is None:
         await asyncio.sleep(0.1)
     start_informers(memo)

@@ -66,6 +66,7 @@ def _spec_version(gpr: Mapping[str, Any]) -> tuple[str, Any]:
 
 
 def _valid(gpr: Mapping[str, Any]) -> bool:
+    """Whether a request's spec validates (an invalid one is failed by `accept`, never scheduled)."""
     try:
         GPRSpec.model_validate(dict(gpr["spec"]))
     except ValueError:

@@ -84,6 +84,7 @@ class World:
 
 
 def _watched(memo: kopf.Memo, namespace: str) -> bool:
+    """Whether the operator watches `namespace` (memo.namespaces patterns; none: every one)."""
     patterns: Sequence[str] = getattr(memo, "namespaces", ()) or ()
     return not patterns or any(fnmatch.fnmatchcase(namespace, p) for p in patterns)
 
@@ -103,6 +104,9 @@ def start_informers(memo: kopf.Memo) -> None:
 
 
 def _wake_on_gpr_event(memo: kopf.Memo) -> Callable[[str, Mapping[str, Any]], None]:
+    """The GPR informer's callback: a deleted request is kept for `release.release_deleted`; an
+    added or deleted request (or one being deleted) wakes the loop."""
+
     def wake(event_type: str, obj: Mapping[str, Any]) -> None:
         if event_type == "DELETED":
             deleted(memo).append(dict(obj))
