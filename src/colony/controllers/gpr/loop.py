@@ -95,10 +95,13 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
        (reconcile.reconcile_colonies);
     6. snapshot: the running and pending requests (requeueing failed provisions), finishing
        interrupted admissions (Admitted -> labels -> Ready), queues and free nodes (snapshot);
-    7. `schedule()`, the pure core, in a thread (it is CPU work);
+    7. `schedule()`, the pure core, in a thread (it is CPU work); its decisions are logged and
+       exported as metrics (report.export_metrics);
     8. apply its decisions: preempt, admit, provision (apply.apply);
-    9. report: metrics, and in the background GPUQueue usage and the positions and wait estimates
-       of waiting requests (report).
+    9. write, in the background, each GPUQueue's usage and the positions and wait estimates of
+       waiting requests (report.write_queue_status).
+
+    With nothing pending, steps 7 and 8 are skipped (metrics and queue usage are still written).
     """
     world = await read(memo)  # 1.
     if await release_deleted(memo, world):  # 2.
