@@ -28,7 +28,7 @@ import kubernetes
 import pytest
 import yaml
 
-from colony.controllers.gpr_scheduler import CLUSTER_READ_TIMEOUT_S
+from colony.controllers.gpr.world import CLUSTER_READ_TIMEOUT_S
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.environment import start_colony_cluster
 from colony.devenv.kwok import GPUNodeSpec

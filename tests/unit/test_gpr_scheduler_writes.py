@@ -12,27 +12,19 @@ from typing import Any, cast
 import kopf
 import pytest
 
-from colony.controllers import gpr_scheduler
-from colony.controllers.gpr_scheduler import (
-    ESTIMATE_WRITES_PER_PASS,
-    ClusterView,
-    ParseCache,
-    World,
-    _accept,
-    _apply,
-    _concurrently,
-    _finish_admissions,
-    _preempt,
-    _release_deleted,
-    _remember,
-    _reservations_in_flight,
-    _reserve_in_background,
-    _write_estimates,
-    estimate_update,
-    known_reservations,
-    position_moved,
-    release_on_delete,
-)
+from colony.controllers.gpr import accept as gpr_accept
+from colony.controllers.gpr import release as gpr_release
+from colony.controllers.gpr import report as gpr_report
+from colony.controllers.gpr import world as gpr_world
+from colony.controllers.gpr import writes as gpr_writes
+from colony.controllers.gpr.accept import accept
+from colony.controllers.gpr.apply import apply, preempt
+from colony.controllers.gpr.release import release_deleted, release_on_delete
+from colony.controllers.gpr.report import ESTIMATE_WRITES_PER_PASS, write_estimates
+from colony.controllers.gpr.reservations import finish_admissions, reserve_in_background
+from colony.controllers.gpr.state import ParseCache, reservations_in_flight
+from colony.controllers.gpr.world import ClusterView, World
+from colony.controllers.gpr.writes import concurrently, remember
 from colony.kube.informer import Informer, newer
 from colony.kube.resources import Conflict
 from colony.labels import FINALIZER
@@ -46,6 +38,7 @@ from colony.scheduling.queueing.model import (
     Preempt,
 )
 from colony.scheduling.queueing.objects import gpu_nodes, reservation_label
+from colony.scheduling.queueing.rules import estimate_update, known_reservations, position_moved
 from colony.scheduling.visibility import visibility
 
 
@@ -126,19 +119,19 @@ async def test_estimate_writes_are_bounded_heads_first_and_only_onto_the_version
     world = World(time.time(), gprs, [], {}, {})
     estimates = {f"team/r{i:04d}": Estimate(count - i, None, "waiting for quota") for i in range(count)}
     kube = _Kube(conflicts=frozenset({f"r{count - 1:04d}"}))
-    await _write_estimates(_memo(kube), world, Decisions(estimates=estimates))
+    await write_estimates(_memo(kube), world, Decisions(estimates=estimates))
     assert len(kube.patches) == ESTIMATE_WRITES_PER_PASS - 1  # the head's write met a newer version
     positions = [status["positionInQueue"] for _, status, _ in kube.patches]
     assert positions == list(range(2, ESTIMATE_WRITES_PER_PASS + 1))
     assert all(version == str(10 + count - status["positionInQueue"]) for _, status, version in kube.patches)
-    assert kube.most_in_flight <= gpr_scheduler.ESTIMATE_WRITE_CONCURRENCY
+    assert kube.most_in_flight <= gpr_report.ESTIMATE_WRITE_CONCURRENCY
 
 
 async def test_unchanged_estimates_are_not_written_again() -> None:
     gpr = _gpr("r", phase="Queued", positionInQueue=3, message="waiting for quota", queue=None)
     world = World(time.time(), [gpr], [], {}, {})
     kube = _Kube()
-    await _write_estimates(
+    await write_estimates(
         _memo(kube), world, Decisions(estimates={"team/r": Estimate(3, None, "waiting for quota")})
     )
     assert kube.patches == []
@@ -159,7 +152,7 @@ async def test_concurrent_calls_are_bounded_all_run_and_the_first_error_is_raise
             raise ValueError(i)
 
     with pytest.raises(ValueError, match="3"):
-        await _concurrently((call(i) for i in range(20)), limit=4)
+        await concurrently((call(i) for i in range(20)), limit=4)
     assert sorted(done) == list(range(20)) and most == 4
 
 
@@ -179,16 +172,16 @@ async def test_preemptions_are_written_before_any_admission() -> None:
     kube = _Kube()
     memo = _memo(kube)
     by_key = {f"team/{g['metadata']['name']}": g for g in victims + winners}
-    await _apply(memo, world, by_key, decisions)
+    await apply(memo, world, by_key, decisions)
     phases = [status.get("phase") for _, status, _ in kube.patches]
     assert phases.count("Queued") == 5 and phases.count("Admitted") == 5 and phases.count("Ready") == 0
     assert max(i for i, p in enumerate(phases) if p == "Queued") < phases.index("Admitted")
     # the pass is done once every admission is in status; labels and Ready follow in the background
-    assert set(_reservations_in_flight(memo)) == {f"team/high{i}" for i in range(5)}
+    assert set(reservations_in_flight(memo)) == {f"team/high{i}" for i in range(5)}
     labelling.set()
-    await asyncio.gather(*_reservations_in_flight(memo).values())
+    await asyncio.gather(*reservations_in_flight(memo).values())
     phases = [status.get("phase") for _, status, _ in kube.patches]
-    assert phases.count("Ready") == 5 and not _reservations_in_flight(memo)
+    assert phases.count("Ready") == 5 and not reservations_in_flight(memo)
 
 
 async def test_an_admission_finishing_in_the_background_is_not_redone_and_preemption_waits_for_it() -> None:
@@ -204,10 +197,10 @@ async def test_an_admission_finishing_in_the_background_is_not_redone_and_preemp
     async def held_announcement() -> None:
         await release.wait()
 
-    _reserve_in_background(memo, world, admitted, held_announcement())
-    await _finish_admissions(memo, world, {"team/a": admitted})
+    reserve_in_background(memo, world, admitted, held_announcement())
+    await finish_admissions(memo, world, {"team/a": admitted})
     assert kube.patches == []  # the in-flight admission is left to its own task
-    preemption = asyncio.create_task(_preempt(memo, world, admitted, Preempt("team/a", "team/b", "priority")))
+    preemption = asyncio.create_task(preempt(memo, world, admitted, Preempt("team/a", "team/b", "priority")))
     await asyncio.sleep(0.01)
     assert kube.patches == [] and not preemption.done()  # it waits for Ready to be written first
     release.set()
@@ -261,15 +254,15 @@ class _ChangedOnce(_Kube):
 async def test_a_phase_change_meeting_a_newer_version_is_redone_on_it_only_while_it_applies() -> None:
     read = _gpr("r", phase="Ready", colony="pool/pool", nodes=[{"cluster": "c", "node": "n", "gpus": 1}])
     released = {"phase": "Released", "nodes": []}
-    update = gpr_scheduler._moving(read, released, ("Admitted", "Ready"), same_allocation=True)
+    update = gpr_writes.moving(read, released, ("Admitted", "Ready"), same_allocation=True)
     annotated = {**read, "metadata": {**read["metadata"], "resourceVersion": "7"}}
     kube = _ChangedOnce(annotated)
-    patched, _ = await gpr_scheduler._write_on_version(_memo(kube), read, update)
+    patched, _ = await gpr_writes.write_on_version(_memo(kube), read, update)
     assert patched is not None and kube.gets == 1
     assert kube.patches == [("r", released, "7")]  # onto the fresh version, never over it
     for fresh in (None, _gpr("r", 7, phase="Queued")):  # gone, or no longer holding those GPUs
         kube = _ChangedOnce(fresh)
-        patched, seen = await gpr_scheduler._write_on_version(_memo(kube), read, update)
+        patched, seen = await gpr_writes.write_on_version(_memo(kube), read, update)
         assert patched is None and seen is fresh and kube.patches == []
 
 
@@ -367,9 +360,9 @@ async def test_a_request_is_ready_only_once_its_labels_are_written_and_read_back
 
 
 async def _applied(memo: kopf.Memo, world: World, by_key: dict[str, Any], decisions: Decisions) -> None:
-    """`_apply`, and the admissions it left to finish in the background."""
-    await _apply(memo, world, by_key, decisions)
-    await asyncio.gather(*_reservations_in_flight(memo).values())
+    """`apply`, and the admissions it left to finish in the background."""
+    await apply(memo, world, by_key, decisions)
+    await asyncio.gather(*reservations_in_flight(memo).values())
 
 
 def test_candidate_colonies_are_narrowed_to_the_listed_ones_and_queue_name_is_honoured() -> None:
@@ -391,18 +384,18 @@ def test_candidate_colonies_are_narrowed_to_the_listed_ones_and_queue_name_is_ho
     queues = [{"metadata": {"name": "gold"}, "spec": {"namespaces": ["team"]}}]
     world = World(0.0, [], queues, colonies, colonies)
     gpr = {"metadata": {"name": "r", "namespace": "team"}, "spec": {}}
-    assert gpr_scheduler._candidate_colonies(world, gpr) == {"team/a", "team/b"}
+    assert gpr_world.candidate_colonies(world, gpr) == {"team/a", "team/b"}
     world = World(0.0, [], queues, colonies, colonies, visibility([share]))
-    assert gpr_scheduler._candidate_colonies(world, gpr) == {"team/a", "team/b", "ops/c"}
+    assert gpr_world.candidate_colonies(world, gpr) == {"team/a", "team/b", "ops/c"}
     gpr["spec"]["colonies"] = ["b", "ops/c", "elsewhere/x"]
-    assert gpr_scheduler._candidate_colonies(world, gpr) == {"team/b", "ops/c"}
+    assert gpr_world.candidate_colonies(world, gpr) == {"team/b", "ops/c"}
     gpr["spec"]["colonies"] = []
-    assert gpr_scheduler._candidate_colonies(world, gpr) == frozenset()
-    assert gpr_scheduler._gpr_queue(world, gpr) == "gold"
+    assert gpr_world.candidate_colonies(world, gpr) == frozenset()
+    assert gpr_world.gpr_queue(world, gpr) == "gold"
     gpr["spec"]["queueName"] = "gold"
-    assert gpr_scheduler._gpr_queue(world, gpr) == "gold"
+    assert gpr_world.gpr_queue(world, gpr) == "gold"
     gpr["spec"]["queueName"] = "platinum"
-    assert "no GPUQueue of that name lists namespace team" in gpr_scheduler._gpr_queue(world, gpr)
+    assert "no GPUQueue of that name lists namespace team" in gpr_world.gpr_queue(world, gpr)
 
 
 def test_informer_keeps_objects_without_managed_fields_and_kopf_diff_base() -> None:
@@ -422,10 +415,10 @@ def test_informer_keeps_objects_without_managed_fields_and_kopf_diff_base() -> N
 
 
 def test_a_new_request_is_queued_by_the_loop_and_an_admitted_one_never_goes_back() -> None:
-    world = World(time.time(), [], [], {}, {})
-    new = estimate_update(world, _gpr("new"), Estimate(4, None, "waiting for quota"))
+    now = time.time()
+    new = estimate_update({}, Estimate(4, None, "waiting for quota"), now, None)
     assert new["phase"] == "Queued" and new["message"] == "waiting for quota"
-    admitted = estimate_update(world, _gpr("old", phase="Admitted"), Estimate(4, None, "waiting for quota"))
+    admitted = estimate_update({"phase": "Admitted"}, Estimate(4, None, "waiting for quota"), now, None)
     assert "phase" not in admitted and "message" not in admitted
 
 
@@ -465,12 +458,12 @@ async def test_colony_reads_run_concurrently_under_one_deadline(monkeypatch: pyt
     async def cluster_client(memo: Any, namespace: str, name: str, cluster: str, colony: Any) -> Any:
         return clients[servers[name]]
 
-    monkeypatch.setattr(gpr_scheduler, "cluster_client", cluster_client)
-    monkeypatch.setattr(gpr_scheduler, "CLUSTER_READ_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(gpr_world, "cluster_client", cluster_client)
+    monkeypatch.setattr(gpr_world, "CLUSTER_READ_TIMEOUT_S", 0.5)
     colonies = {f"team/{n}": _ready_colony(n, ["main"]) for n in servers}
     world = World(time.time(), [], [], colonies, colonies)
     started = time.monotonic()
-    await gpr_scheduler._read_colonies(cast(kopf.Memo, object()), world, sorted(colonies))
+    await gpr_world.read_colonies(cast(kopf.Memo, object()), world, sorted(colonies))
     elapsed = time.monotonic() - started
     assert 0.45 < elapsed < 0.9, elapsed  # one deadline for both hung colonies, not two (1.0 s)
     assert list(world.clusters) == [("team/b-ok", "main"), ("team/d-ok", "main")]
@@ -520,16 +513,16 @@ async def test_a_request_gone_from_the_read_is_released_with_what_this_process_l
     cluster, kube = _Cluster(), _Kube()
     memo = _memo(kube)
     queued = _gpr("r", 1, phase="Queued")
-    assert not await _release_deleted(memo, _colony_world([queued], cluster))
-    _remember(memo, _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N))
+    assert not await release_deleted(memo, _colony_world([queued], cluster))
+    remember(memo, _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N))
 
     async def own_colony(memo: Any, status: Any) -> World:
         return _colony_world([], cluster)
 
-    monkeypatch.setattr(gpr_scheduler, "_read_own_colony", own_colony)
-    assert await _release_deleted(memo, _colony_world([], cluster))
+    monkeypatch.setattr(gpr_release, "read_own_colony", own_colony)
+    assert await release_deleted(memo, _colony_world([], cluster))
     assert cluster.labels == [{reservation_label("team/r"): None}]
-    assert not await _release_deleted(memo, _colony_world([], cluster))  # released once
+    assert not await release_deleted(memo, _colony_world([], cluster))  # released once
 
 
 async def test_the_finalizer_is_let_go_once_a_request_holds_no_gpus_or_is_deleted_and_released(
@@ -554,8 +547,8 @@ async def test_the_finalizer_is_let_go_once_a_request_holds_no_gpus_or_is_delete
     async def own_colony(memo: Any, status: Any) -> World:
         return _colony_world([], cluster)
 
-    monkeypatch.setattr(gpr_scheduler, "_read_own_colony", own_colony)
-    assert await _release_deleted(memo, _colony_world(gprs, cluster))
+    monkeypatch.setattr(gpr_release, "read_own_colony", own_colony)
+    assert await release_deleted(memo, _colony_world(gprs, cluster))
     let_go = {
         name: body["metadata"] for kind, name, body in kube.object_patches if kind == "GPUProvisioningRequest"
     }
@@ -569,7 +562,7 @@ async def test_specs_are_accepted_in_bulk_onto_the_version_read_oldest_first_and
 ) -> None:
     kube = _Kube()
     memo = _memo(kube)
-    monkeypatch.setattr(gpr_scheduler, "ACCEPTS_PER_PASS", 2)
+    monkeypatch.setattr(gpr_accept, "ACCEPTS_PER_PASS", 2)
     gprs = []
     for i, name in enumerate(["c", "a", "bad"]):
         gpr = _gpr(name)
@@ -579,7 +572,7 @@ async def test_specs_are_accepted_in_bulk_onto_the_version_read_oldest_first_and
     done = _gpr("done", observedGeneration=1)
     done["metadata"]["generation"] = 1
     world = World(time.time(), [*gprs, done], [], {}, {})
-    await _accept(memo, world)
+    await accept(memo, world)
     assert [(name, status["observedGeneration"], version) for name, status, version in kube.patches] == [
         ("c", 1, "1"),
         ("a", 1, "1"),
@@ -587,7 +580,7 @@ async def test_specs_are_accepted_in_bulk_onto_the_version_read_oldest_first_and
     assert all(s["conditions"][0]["reason"] == "SpecValid" for _, s, _ in kube.patches)
     assert world.gprs[0]["metadata"]["resourceVersion"] == "99"  # later writes of the pass go onto it
     world.gprs = [g for g in world.gprs if g["metadata"]["name"] == "bad"]
-    await _accept(memo, world)
+    await accept(memo, world)
     name, status, _ = kube.patches[-1]
     assert name == "bad" and status["phase"] == "Failed"
     assert (

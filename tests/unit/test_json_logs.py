@@ -39,7 +39,7 @@ def _lines(stream: io.StringIO) -> list[dict[str, Any]]:
 def test_json_logs_are_one_object_per_line_with_level_logger_and_object(root_logging: None) -> None:
     stream = io.StringIO()
     configure_logging(json_logs=True, stream=stream)
-    logging.getLogger("colony.controllers.gpr_scheduler").info("scheduling pass: %d pending", 3)
+    logging.getLogger("colony.controllers.gpr.loop").info("scheduling pass: %d pending", 3)
     body = {
         "apiVersion": "infra.exalsius.ai/v1",
         "kind": "Colony",
@@ -56,7 +56,7 @@ def test_json_logs_are_one_object_per_line_with_level_logger_and_object(root_log
         logging.getLogger("colony").exception("pass failed")
 
     plain, about_object, warning, failure = _lines(stream)
-    assert plain["level"] == "INFO" and plain["logger"] == "colony.controllers.gpr_scheduler"
+    assert plain["level"] == "INFO" and plain["logger"] == "colony.controllers.gpr.loop"
     assert plain["message"] == "scheduling pass: 3 pending" and plain["timestamp"]
     assert "object" not in plain
     assert about_object["level"] == "WARNING" and about_object["message"] == "cluster a\nunreachable"

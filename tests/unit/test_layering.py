@@ -78,3 +78,32 @@ def test_rule_catches_a_violation(tmp_path: Path) -> None:
         "bad.py imports colony.controllers.gpr",
         "bad.py imports colony.status.cost",
     ]
+
+
+GPR_LOOP_ORDER = [
+    "state",
+    "world",
+    "writes",
+    "accept",
+    "reservations",
+    "release",
+    "reconcile",
+    "apply",
+    "snapshot",
+    "report",
+    "loop",
+]
+"""The modules of `colony.controllers.gpr` in the order of a pass: each imports only those before it."""
+
+
+def test_gpr_loop_modules_import_only_the_steps_before_them() -> None:
+    """The scheduling loop's package reads top-down: no module reaches forward (no import cycle)."""
+    package = SRC / "controllers" / "gpr"
+    assert sorted(p.stem for p in package.glob("*.py") if p.stem != "__init__") == sorted(GPR_LOOP_ORDER)
+    for index, name in enumerate(GPR_LOOP_ORDER):
+        inside = {
+            imported.removeprefix("colony.controllers.gpr.")
+            for imported in _imports(package / f"{name}.py")
+            if imported.startswith("colony.controllers.gpr.")
+        }
+        assert inside <= set(GPR_LOOP_ORDER[:index]), f"{name} imports {inside - set(GPR_LOOP_ORDER[:index])}"

@@ -1,0 +1,190 @@
+"""Applying the scheduler core's Decisions: preempt (labels off, the victim requeued with
+evictedBy), admit (status first; labels and Ready follow in the background), provision (an
+ephemeral Colony for the chosen offer, its name recorded in the request first), and requeueing or
+failing a request whose provisioned colony failed. Each decision is written to the request's status
+before anything else is done for it, so a crash anywhere is finished or redone by a later pass."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import kopf
+
+from colony.api import COLONY
+from colony.controllers.gpr.release import usage
+from colony.controllers.gpr.reservations import reservation_finished, reserve_in_background, unlabel
+from colony.controllers.gpr.world import World, gpr_queue
+from colony.controllers.gpr.writes import concurrently, event, moving, patch, write_on_version
+from colony.kube.resources import KubeApiError
+from colony.labels import FOR_GPR_LABEL, FOR_GPR_NAME_ANNOTATION
+from colony.render.offer_colony import ProviderNotSupported, colony_for_offer, ephemeral_colony_name
+from colony.scheduling.queueing.model import Admit, Decisions, Preempt, Provision
+from colony.scheduling.queueing.objects import (
+    PENDING_PHASES,
+    RUNNING_PHASES,
+    request_key,
+    reservation_label,
+    timestamp,
+)
+from colony.scheduling.queueing.rules import public_queue
+from colony.status.cost import price_per_gpu_hour
+from colony.timefmt import format_time
+from colony.versions import pinned
+
+
+async def apply(
+    memo: kopf.Memo, world: World, by_key: Mapping[str, dict[str, Any]], decisions: Decisions
+) -> None:
+    """Preemptions, then admissions, then provisions; the requests of each step concurrently (each
+    request's own writes stay in order)."""
+    await concurrently(
+        preempt(memo, world, by_key[v.victim], v) for v in decisions.preemptions if v.victim in by_key
+    )
+    await concurrently(_admit(memo, world, by_key[a.key], a) for a in decisions.admitted if a.key in by_key)
+    await concurrently(_provision(memo, by_key[p.key], p) for p in decisions.provisions if p.key in by_key)
+
+
+async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admit) -> None:
+    """Write the admission to status (onto a version still pending with the same spec), then
+    finish it in the background: labels, Ready, and the GPRAdmitted event."""
+    placement = admit.placement
+    colony = world.colonies.get(placement.colony) or {}
+    label = reservation_label(request_key(gpr))
+    status = {
+        "phase": "Admitted",
+        "colony": placement.colony,
+        "gpuType": placement.gpu_type,
+        "gpusAllocated": sum(n.gpus for n in placement.nodes),
+        "nodes": [
+            {"cluster": n.node.split("/", 1)[0], "node": n.node.split("/", 1)[1], "gpus": n.gpus}
+            for n in placement.nodes
+        ],
+        "borrowed": admit.borrowed,
+        "queue": public_queue(gpr_queue(world, gpr)),
+        "admittedAt": format_time(datetime.fromtimestamp(world.now, UTC)),
+        "pricePerGpuHour": price_per_gpu_hour(colony.get("status") or {}),
+        "reservationLabel": label,
+        "positionInQueue": None,
+        "estimatedWaitSeconds": None,
+        "estimatedStartTime": None,
+        "releasedAt": None,
+        "idleSince": None,
+        "gpuHours": 0.0,
+        "cost": 0.0 if price_per_gpu_hour(colony.get("status") or {}) is not None else None,
+        "message": "admitted"
+        + (" (backfilled)" if admit.backfilled else "")
+        + (" on borrowed quota" if admit.borrowed else ""),
+    }
+    admitted, _ = await write_on_version(memo, gpr, moving(gpr, status, PENDING_PHASES, same_spec=True))
+    if admitted is None:
+        return  # changed meanwhile (spec, phase, deletion): the next pass decides on what it is now
+    waited = max(0, int(world.now - (timestamp(gpr["metadata"].get("creationTimestamp")) or world.now)))
+    announce = event(
+        memo,
+        gpr,
+        "GPRAdmitted",
+        f"{status['message']} from queue {gpr_queue(world, gpr)} after "
+        f"{waited}s: {status['gpusAllocated']} {placement.gpu_type} GPU(s) on colony {placement.colony}",
+    )
+    reserve_in_background(memo, world, admitted, announce)
+
+
+async def preempt(memo: kopf.Memo, world: World, victim: dict[str, Any], decision: Preempt) -> None:
+    """Take the victim's labels off, then requeue it (written only onto a version that still holds
+    the same GPUs)."""
+    await reservation_finished(memo, victim)
+    await unlabel(memo, world, victim)
+    status = victim.get("status") or {}
+    message = f"evicted for {decision.for_key}: {decision.reason}; requeued"
+    evicted = {
+        "phase": "Queued",
+        "message": message,
+        "evictedBy": decision.for_key,
+        "retryCount": int(status.get("retryCount") or 0) + 1,
+        "nodes": [],
+        "colony": None,
+        "gpusAllocated": None,
+        "releasedAt": format_time(datetime.fromtimestamp(world.now, UTC)),
+        **usage(victim, world.now),
+    }
+    patched, _ = await write_on_version(
+        memo, victim, moving(victim, evicted, RUNNING_PHASES, same_allocation=True)
+    )
+    if patched is not None:
+        await event(memo, victim, "GPREvicted", message, warning=True)
+
+
+async def _provision(memo: kopf.Memo, gpr: dict[str, Any], decision: Provision) -> None:
+    """Create the ephemeral colony of `decision`: its name (from the request's uid) is recorded in
+    the request first, so a crash after the creation leaves a colony the request names (and the
+    sweeper finds by its for-gpr label), never an orphan nothing knows of."""
+    meta = gpr["metadata"]
+    name = ephemeral_colony_name(str(meta["uid"]))
+    try:
+        manifest = colony_for_offer(
+            decision.offer,
+            name=name,
+            namespace=meta["namespace"],
+            k8s_version=pinned("KUBERNETES_VERSION"),
+            labels={FOR_GPR_LABEL: str(meta["uid"])},
+            annotations={FOR_GPR_NAME_ANNOTATION: str(meta["name"])},
+        )
+    except ProviderNotSupported as error:
+        await patch(memo, gpr, {"phase": "Queued", "message": str(error)})
+        return
+    intent = {"provisionedColony": name, "message": f"creating colony {name}"}
+    recorded, _ = await write_on_version(
+        memo, gpr, moving(gpr, intent, PENDING_PHASES, same_spec=True, provisioned=(None,))
+    )
+    if recorded is None:
+        return  # changed meanwhile: the next pass decides on what it is now
+    try:
+        await memo.kube.apply(manifest)
+    except (KubeApiError, OSError, TimeoutError, aiohttp.ClientError) as error:
+        failed = {"provisionedColony": None, "message": f"creating colony {name} failed: {error}"}
+        await write_on_version(memo, recorded, moving(recorded, failed, PENDING_PHASES, provisioned=(name,)))
+        return
+    offer = decision.offer
+    message = (
+        f"provisioning colony {name}: {offer.offer.cloud} {offer.offer.region} {offer.offer.instance_type} "
+        f"x{offer.nodes} at ${offer.price_per_hour:.2f}/h"
+    )
+    provisioning = {"phase": "Provisioning", "message": message}
+    written, _ = await write_on_version(
+        memo, recorded, moving(recorded, provisioning, PENDING_PHASES, provisioned=(name,))
+    )
+    if written is not None:
+        await event(memo, gpr, "ColonyProvisioning", message)
+
+
+async def provisioning_failed(memo: kopf.Memo, world: World, gpr: dict[str, Any]) -> bool:
+    """A GPR whose provisioned colony failed or vanished: requeue it (requeueOnFailure, with the
+    failed colony deleted) or fail it. True when the GPR was handled here."""
+    status = gpr.get("status") or {}
+    provisioned = status.get("provisionedColony")
+    if not provisioned:
+        return False
+    colony = world.all_colonies.get(f"{gpr['metadata']['namespace']}/{provisioned}")
+    phase = ((colony or {}).get("status") or {}).get("phase")
+    if colony is not None and phase not in ("Failed", "Degraded"):
+        return False
+    why = f"colony {provisioned} " + ("disappeared" if colony is None else f"is {phase}")
+    if colony is not None:
+        await memo.kube.delete(COLONY.api_version, COLONY.kind, provisioned, gpr["metadata"]["namespace"])
+    requeue = gpr["spec"].get("requeueOnFailure", True)
+    retries = int(status.get("retryCount") or 0) + 1
+    update = (
+        {"phase": "Queued", "provisionedColony": None, "retryCount": retries, "message": f"{why}; requeued"}
+        if requeue
+        else {"phase": "Failed", "message": why}
+    )
+    written, _ = await write_on_version(
+        memo, gpr, moving(gpr, update, PENDING_PHASES, provisioned=(provisioned,))
+    )
+    if written is not None:
+        told = f"{why}; requeued (retry {retries})" if requeue else why
+        await event(memo, gpr, "ProvisioningFailed", told, warning=True)
+    return True

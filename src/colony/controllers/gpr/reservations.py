@@ -1,0 +1,161 @@
+"""Node reservations of admitted requests: the reservation label put on (after the operator's
+finalizer) and read back before a request is Ready, taken off (or recorded in the colony's ledger
+when its colony is unreachable), and admissions finished in the background while the next pass
+runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+import aiohttp
+import kopf
+
+from colony.api import COLONY
+from colony.controllers.gpr.state import reservations_in_flight
+from colony.controllers.gpr.world import UNREACHABLE, World
+from colony.controllers.gpr.writes import event, moving, patch, set_finalizer, write_on_version
+from colony.kube.resources import KubeApiError, NotFound
+from colony.scheduling.fault_rules import ledger_entry, transition_applies
+from colony.scheduling.queueing.objects import RUNNING_PHASES, request_key, reservation_label
+from colony.scheduling.queueing.rules import ready_message
+
+log = logging.getLogger(__name__)
+
+
+async def label_nodes(world: World, gpr: Mapping[str, Any], add: bool) -> list[str]:
+    """Put (or take off) the GPR's reservation label on its nodes; returns the nodes (as
+    `cluster/node (why)`) whose label could not be written or, when putting it on, read back (a
+    node that is gone has no label left to take off)."""
+    status = gpr.get("status") or {}
+    label = reservation_label(request_key(gpr))
+    not_labelled: list[str] = []
+    for allocation in status.get("nodes") or []:
+        node = f"{allocation['cluster']}/{allocation['node']}"
+        view = world.clusters.get((str(status.get("colony")), allocation["cluster"]))
+        if view is None:
+            not_labelled.append(f"{node} (cluster not readable)")
+            continue
+        value = str(allocation["gpus"]) if add else None
+        try:
+            patched = await view.kube.patch_labels("v1", "Node", allocation["node"], None, {label: value})
+        except NotFound:
+            if add:
+                not_labelled.append(f"{node} (node gone)")
+            continue
+        except UNREACHABLE as error:
+            not_labelled.append(f"{node} ({type(error).__name__})")
+            continue
+        if add and ((patched.get("metadata") or {}).get("labels") or {}).get(label) != value:
+            not_labelled.append(f"{node} (label not read back)")
+    return not_labelled
+
+
+async def unlabel(memo: kopf.Memo, world: World, gpr: Mapping[str, Any]) -> None:
+    """Take the GPR's reservation label off its nodes; what cannot be taken off now (its colony is
+    unreachable) is recorded in the colony's ledger, and comes off when the colony is read again
+    (by then the request may be gone, and its label key, a hash, would name nobody)."""
+    left = await label_nodes(world, gpr, add=False)
+    colony = str((gpr.get("status") or {}).get("colony") or "")
+    if not left or "/" not in colony:
+        return
+    nodes = [entry.split(" (", 1)[0] for entry in left]
+    key, value = ledger_entry(reservation_label(request_key(gpr)), nodes)
+    namespace, name = colony.split("/", 1)
+    log.warning(
+        "reservation of %s left on %s of colony %s: recorded for later", request_key(gpr), value, colony
+    )
+    try:
+        await memo.kube.patch(
+            COLONY.api_version, COLONY.kind, name, namespace, {"metadata": {"annotations": {key: value}}}
+        )
+    except NotFound:
+        pass  # the colony is gone, and its nodes with it
+    except (KubeApiError, OSError, TimeoutError, aiohttp.ClientError) as error:
+        log.warning(
+            "recording the leftover reservation of %s on colony %s failed: %s",
+            request_key(gpr),
+            colony,
+            error,
+        )
+
+
+async def finish_admissions(memo: kopf.Memo, world: World, by_key: Mapping[str, dict[str, Any]]) -> None:
+    """Admitted (status written) but not yet Ready (labels maybe missing): label, then Ready;
+    except the admissions of earlier passes still being finished in the background."""
+    reserving = reservations_in_flight(memo)
+    for key, gpr in by_key.items():
+        if (gpr.get("status") or {}).get("phase") == "Admitted" and key not in reserving:
+            await reserve(memo, world, gpr)
+
+
+def reserve_in_background(
+    memo: kopf.Memo, world: World, admitted: dict[str, Any], *announce: Awaitable[Any]
+) -> None:
+    """Finish an admission (`reserve`) without holding up the pass: its status already says
+    Admitted with its nodes, so the next pass counts its GPUs as taken, and a crash before it ends
+    leaves it for `finish_admissions` to redo."""
+    key = request_key(admitted)
+    tasks = reservations_in_flight(memo)
+
+    async def finish() -> None:
+        try:
+            await reserve(memo, world, admitted, *announce)
+        except (KubeApiError, OSError, TimeoutError) as error:  # the next pass finishes it
+            log.warning("reserving nodes for %s failed: %s", key, error)
+        finally:
+            if tasks.get(key) is asyncio.current_task():
+                del tasks[key]
+
+    tasks[key] = asyncio.create_task(finish())
+
+
+async def reservation_finished(memo: kopf.Memo, gpr: Mapping[str, Any]) -> None:
+    """Wait for the request's admission being finished in the background, if any: taking its GPUs
+    back before its labels and Ready are written would leave them on."""
+    task = reservations_in_flight(memo).get(request_key(gpr))
+    if task is not None:
+        await asyncio.wait([task])
+
+
+async def reserve(memo: kopf.Memo, world: World, admitted: dict[str, Any], *announce: Awaitable[Any]) -> None:
+    """Label the nodes of an Admitted request (while `announce` is posted), then mark it Ready once
+    every label is written and read back (else it stays Admitted, saying which nodes wait). A
+    request deleted meanwhile may have had its labels taken off by its delete handler before they
+    were put on: they are taken off again, else they would hold the GPUs forever. No label is put on
+    before the request holds the operator's finalizer, so a request deleted while the operator is
+    down still has its labels taken off (`release.sync_finalizers`)."""
+    holding: list[dict[str, Any]] = []
+
+    async def hold_then_label() -> list[str]:
+        held = await set_finalizer(memo, admitted, hold=True)
+        if held is None or not transition_applies(admitted, held, ("Admitted",), same_allocation=True):
+            return []  # gone, being deleted or moved on: the next pass decides on what it is now
+        holding.append(held)
+        return await label_nodes(world, held, add=True)
+
+    not_labelled, *_ = await asyncio.gather(hold_then_label(), *announce)
+    if not holding:
+        return
+    admitted = holding[0]
+    status = admitted.get("status") or {}
+    ready = ready_message(status)
+    if not status.get("nodes"):
+        not_labelled = ["(no nodes recorded)"]
+    if not_labelled:  # Ready only once every label is on: the next pass tries again
+        waiting = f"admitted; waiting to label node(s) {', '.join(not_labelled)}"
+        if status.get("message") != waiting:
+            await patch(memo, admitted, {"message": waiting})
+        return
+    patched, seen = await write_on_version(
+        memo,
+        admitted,
+        moving(admitted, {"phase": "Ready", "message": ready}, ("Admitted",), same_allocation=True),
+    )
+    if patched is not None and not patched["metadata"].get("deletionTimestamp"):
+        await event(memo, admitted, "GPRReady", ready)
+        return
+    if not transition_applies(admitted, seen, RUNNING_PHASES, same_allocation=True):
+        await unlabel(memo, world, admitted)  # deleted or moved on meanwhile: the labels hold nothing

@@ -1,0 +1,177 @@
+"""How the GPR scheduling loop writes a request: status merge patches (onto the version read, or
+recomputed on a fresh version after a 409), the operator's finalizer, Events, and bounded
+concurrency. Every write this process makes is remembered (state.seen, the GPR informer), so the
+next pass knows it even before the watch brings it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import kopf
+
+from colony import events
+from colony.api import GPR
+from colony.controllers.gpr.state import seen
+from colony.controllers.gpr.world import informer
+from colony.kube.informer import newer
+from colony.kube.resources import Conflict, NotFound
+from colony.labels import FINALIZER
+from colony.scheduling.fault_rules import transition_applies
+from colony.scheduling.queueing.objects import request_key
+
+WRITE_CONCURRENCY = 24
+"""Requests the loop applies decisions to at once (colony.kube.config.CONNECTIONS connections, which
+kopf's handlers share)."""
+WRITE_ATTEMPTS = 3
+"""Tries of a status write carrying a resourceVersion precondition (each after a 409 re-reads the
+request and recomputes the write from the fresh version); then the next pass decides afresh."""
+
+StatusUpdate = Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
+"""From a version of a request, the status fields to write onto it, or None to write nothing."""
+
+
+async def concurrently(calls: Iterable[Awaitable[Any]], limit: int = WRITE_CONCURRENCY) -> None:
+    """Await `calls` with at most `limit` in flight; every call runs to its end, then the first
+    error (if any) is raised."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def bounded(call: Awaitable[Any]) -> None:
+        async with semaphore:
+            await call
+
+    results = await asyncio.gather(*(bounded(call) for call in calls), return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise errors[0]
+
+
+def remember(memo: kopf.Memo, written: dict[str, Any]) -> None:
+    """Keep a request version this process wrote (see `state.seen`; the informer keeps it too)."""
+    known, key = seen(memo), request_key(written)
+    if key not in known or newer(written, known[key]):
+        known[key] = written
+    if (watcher := informer(memo)) is not None:
+        watcher.put(written)  # the next pass sees this write even before the watch brings it
+
+
+async def patch(
+    memo: kopf.Memo, gpr: Mapping[str, Any], status: Mapping[str, Any], *, only_if_unchanged: bool = False
+) -> dict[str, Any] | None:
+    """Merge-patch the GPR's status; the patched GPR, or None when it is gone or, with
+    `only_if_unchanged`, when it changed since `gpr` was read (the status was computed from a stale
+    read)."""
+    meta = gpr["metadata"]
+    version = meta.get("resourceVersion") if only_if_unchanged else None
+    try:
+        patched: dict[str, Any] = await memo.kube.patch_status(
+            GPR.api_version, GPR.kind, meta["name"], meta["namespace"], status, resource_version=version
+        )
+    except (NotFound, Conflict):
+        return None
+    remember(memo, patched)
+    return patched
+
+
+async def write_on_version(
+    memo: kopf.Memo, gpr: Mapping[str, Any], update: StatusUpdate
+) -> tuple[dict[str, Any] | None, Mapping[str, Any] | None]:
+    """Merge-patch `update(gpr)` onto exactly the version `gpr` is (resourceVersion precondition);
+    after a 409 the request is read again and `update` is asked again on the fresh version, up to
+    WRITE_ATTEMPTS times: a write is never computed from one version and applied onto another.
+    Returns (the patched request or None, the last version seen: None when it is gone)."""
+    meta = gpr["metadata"]
+    current: Mapping[str, Any] | None = gpr
+    for _ in range(WRITE_ATTEMPTS):
+        if current is None:
+            break
+        status = update(current)
+        if status is None:
+            break
+        try:
+            patched: dict[str, Any] = await memo.kube.patch_status(
+                GPR.api_version,
+                GPR.kind,
+                meta["name"],
+                meta["namespace"],
+                status,
+                resource_version=current["metadata"].get("resourceVersion"),
+            )
+        except NotFound:
+            return None, None
+        except Conflict:
+            current = await memo.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
+            continue
+        remember(memo, patched)
+        return patched, patched
+    return None, current
+
+
+def moving(
+    read: Mapping[str, Any],
+    status: Mapping[str, Any],
+    from_phases: Sequence[str | None],
+    *,
+    same_spec: bool = False,
+    same_allocation: bool = False,
+    provisioned: tuple[str | None] | None = None,
+) -> StatusUpdate:
+    """The StatusUpdate of a phase change decided on `read`: `status` on `read` itself, and on a
+    fresh version only while `transition_applies` (and, when `provisioned` is given, its
+    provisionedColony is `provisioned[0]`)."""
+
+    def update(current: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if current is read:
+            return status
+        applies = transition_applies(
+            read, current, from_phases, same_spec=same_spec, same_allocation=same_allocation
+        )
+        if (
+            provisioned is not None
+            and (current.get("status") or {}).get("provisionedColony") != provisioned[0]
+        ):
+            return None
+        return status if applies else None
+
+    return update
+
+
+async def set_finalizer(memo: kopf.Memo, gpr: Mapping[str, Any], *, hold: bool) -> dict[str, Any] | None:
+    """Put the operator's finalizer on a request (`hold`) or take it off: a merge patch of the
+    whole list, onto the version it was computed from (after a 409 the request is read again).
+    Returns the request as it now is (as given when there was nothing to do), None when it is gone
+    or, for `hold`, being deleted (no finalizer can be added then)."""
+    current: Mapping[str, Any] | None = gpr
+    for _ in range(WRITE_ATTEMPTS):
+        if current is None:
+            return None
+        meta = current["metadata"]
+        if hold and meta.get("deletionTimestamp"):
+            return None
+        finalizers = list(meta.get("finalizers") or [])
+        if (FINALIZER in finalizers) == hold:
+            return dict(current)
+        wanted = [*finalizers, FINALIZER] if hold else [f for f in finalizers if f != FINALIZER]
+        body = {"metadata": {"finalizers": wanted or None, "resourceVersion": meta.get("resourceVersion")}}
+        try:
+            patched: dict[str, Any] = await memo.kube.patch(
+                GPR.api_version, GPR.kind, meta["name"], meta["namespace"], body
+            )
+        except NotFound:
+            return None
+        except Conflict:
+            current = await memo.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
+            continue
+        remember(memo, patched)
+        return patched
+    raise Conflict(409, "Conflict", f"finalizer of {request_key(gpr)}: the request kept changing")
+
+
+async def event(
+    memo: kopf.Memo, gpr: Mapping[str, Any], reason: str, message: str, warning: bool = False
+) -> None:
+    """A Kubernetes Event on the GPR (posted directly: this loop runs outside kopf's handlers)."""
+    await events.post_now(
+        memo.kube, GPR.api_version, GPR.kind, gpr["metadata"], reason, message, warning=warning
+    )
