@@ -107,19 +107,13 @@ async def _kopf(
     """kopf's operator. With `operator_settings` (the leader, or the only replica) it runs every
     handler and loop on an OperatorContext built first and closed after kopf stops; without (a
     standby registry) it carries none."""
-    memo = kopf.Memo(namespaces=list(namespaces))
+    memo = kopf.Memo()
     context = None
     if operator_settings is not None:
         from colony.controllers.context import open_context
 
         context = await open_context(namespaces, operator_settings)
-        memo.context = context
-        # the names the loops not yet given the context explicitly read (same objects)
-        memo.kube = context.kube
-        memo.colony_clients = context.colony_clients
-        memo.catalog = context.catalog
-        memo.existing_addons = context.existing_addons
-        memo.expressions = context.expressions
+        memo.context = context  # every handler and loop takes what it needs from it (context_of)
     try:
         await kopf.operator(
             clusterwide=not namespaces,

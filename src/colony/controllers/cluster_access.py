@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import kopf
-
 from colony.api import COLONY
 from colony.api.colony import ColonySpec
 from colony.kube.colony_clusters import ClusterAccessError
@@ -22,7 +20,7 @@ if TYPE_CHECKING:
 
 
 async def cluster_client(
-    memo: OperatorContext | kopf.Memo,
+    context: OperatorContext,
     namespace: str,
     colony: str,
     cluster: str,
@@ -31,10 +29,9 @@ async def cluster_client(
     """The client of one cluster of a colony (through its kubeconfig Secret); `body`: the Colony
     as the caller just read it (else it is read here)."""
     if not colony:
-        kube: Kube = memo.kube
-        return kube
+        return context.kube
     if body is None:
-        body = await memo.kube.get(COLONY.api_version, COLONY.kind, colony, namespace)
+        body = await context.kube.get(COLONY.api_version, COLONY.kind, colony, namespace)
     if body is None:
         raise ClusterAccessError(f"colony {colony} no longer exists")
     spec = ColonySpec.model_validate(body["spec"])
@@ -42,7 +39,7 @@ async def cluster_client(
     target = next((c for c in rendered.clusters if c.cluster_name == cluster), None)
     if target is None:
         raise ClusterAccessError(f"colony {colony} has no cluster {cluster}")
-    client: Kube = await memo.colony_clients.client(
+    client: Kube = await context.colony_clients.client(
         namespace, target.kubeconfig_secret, target.kubeconfig_key
     )
     return client

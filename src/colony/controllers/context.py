@@ -16,6 +16,7 @@ from typing import Any
 
 from colony import settings
 from colony.controllers.existing_addons import ExistingClusterAddons
+from colony.controllers.gpr.state import SchedulerState
 from colony.controllers.job_targets import JobTargets
 from colony.kube.colony_clusters import ColonyClusterClients
 from colony.kube.config import default_api_client
@@ -90,6 +91,8 @@ class OperatorContext:
     """The bounded evaluator of WorkloadDefinition expressions."""
     job_targets: JobTargets = field(default_factory=JobTargets)
     """Colony cluster clients of running DDPJobs, kept a few seconds, and their GPU counts."""
+    scheduler: SchedulerState = field(default_factory=SchedulerState)
+    """What the GPR scheduling loop keeps between passes (colony.controllers.gpr)."""
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """The background loops, by name (started with `start`, cancelled by `close`)."""
 

@@ -11,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import kopf
-
 from colony.controllers.cluster_access import cluster_client
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, KubeApiError
@@ -69,7 +67,7 @@ class ColonyAccess:
 
 
 async def open_colony(
-    memo: OperatorContext | kopf.Memo, colony: Mapping[str, Any], only_ready: bool = True
+    context: OperatorContext, colony: Mapping[str, Any], only_ready: bool = True
 ) -> ColonyAccess:
     """Clients of the Ready clusters of a colony (of all its clusters unless `only_ready`: to delete
     copies from a colony that is being deleted or has failed)."""
@@ -80,7 +78,7 @@ async def open_colony(
             continue
         try:
             access.clients[cluster["name"]] = await cluster_client(
-                memo, meta["namespace"], meta["name"], cluster["name"], colony
+                context, meta["namespace"], meta["name"], cluster["name"], colony
             )
         except (ClusterAccessError, KubeApiError, OSError) as error:
             access.errors[cluster["name"]] = str(error)

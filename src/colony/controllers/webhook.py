@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kopf
 
@@ -24,6 +24,9 @@ from colony.api.workloaddefinition import WORKLOAD_DEFINITION
 from colony.workloads import jqexpr
 from colony.workloads.definition import DefinitionError
 from colony.workloads.sandbox import ExpressionSandbox, SandboxUnavailable
+
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
 
 HANDLER_ID = "workloaddefinition-expressions"
 PATH = f"/{HANDLER_ID}"
@@ -59,11 +62,13 @@ def check_options(options: WebhookOptions) -> None:
             raise ValueError(f"webhook certificate directory {options.cert_dir} has no {name}")
 
 
-def _sandbox(memo: Any) -> ExpressionSandbox:
+def _sandbox(memo: kopf.Memo) -> ExpressionSandbox:
+    """The operator context's expression sandbox; a standby replica (no context: it runs no other
+    handler) has one of its own, started on first use."""
     global _fallback
-    found = getattr(memo, "expressions", None)
-    if isinstance(found, ExpressionSandbox):
-        return found
+    context: OperatorContext | None = getattr(memo, "context", None)
+    if context is not None:
+        return context.expressions
     if _fallback is None:
         _fallback = ExpressionSandbox()
     return _fallback

@@ -5,7 +5,7 @@ GPRQueued event; at most ACCEPTS_PER_PASS per pass, oldest first."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kopf
 
@@ -16,13 +16,16 @@ from colony.controllers.gpr.writes import concurrently, event, patch
 from colony.kube.resources import KubeApiError
 from colony.scheduling.queueing.objects import request_key
 
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
+
 ACCEPTS_PER_PASS = 500
 """Most new specs a pass accepts (status and Event); the rest follow in the next passes."""
 
 log = logging.getLogger(__name__)
 
 
-async def accept(memo: kopf.Memo, world: World) -> None:
+async def accept(context: OperatorContext, world: World) -> None:
     """Validate the specs not yet accepted at their generation, in bulk (at most
     ACCEPTS_PER_PASS, oldest first; scheduling does not wait for it: a pass parses every spec
     itself): observedGeneration and an Accepted condition (an invalid spec fails the request with
@@ -36,7 +39,7 @@ async def accept(memo: kopf.Memo, world: World) -> None:
         changes = kopf.Patch()
         parsed = accept_spec(GPRSpec, gpr.get("spec") or {}, status, meta.get("generation"), changes, log)
         try:
-            patched = await patch(memo, gpr, dict(changes.status), only_if_unchanged=True)
+            patched = await patch(context, gpr, dict(changes.status), only_if_unchanged=True)
         except KubeApiError as error:  # one request's failed write must not fail the pass
             log.warning("accepting %s failed (retried next pass): %s", request_key(gpr), error)
             return
@@ -46,7 +49,7 @@ async def accept(memo: kopf.Memo, world: World) -> None:
         if isinstance(parsed, GPRSpec) and not status.get("phase"):
             shapes = ", ".join(parsed.gpu_shapes or [parsed.gpu_shape or "any"])
             size = f"{parsed.number_of_gpu_nodes} node(s) x {parsed.number_of_gpus} GPU(s)"
-            await event(memo, patched, "GPRQueued", f"queued for {size} ({shapes})")
+            await event(context, patched, "GPRQueued", f"queued for {size} ({shapes})")
 
     todo = sorted(
         (

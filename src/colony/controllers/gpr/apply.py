@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
-import kopf
 
 from colony.api import COLONY
 from colony.controllers.gpr.release import usage
@@ -34,25 +33,31 @@ from colony.status.cost import price_per_gpu_hour
 from colony.timefmt import format_time
 from colony.versions import pinned
 
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
+
 
 async def apply(
-    memo: kopf.Memo, world: World, by_key: Mapping[str, dict[str, Any]], decisions: Decisions
+    context: OperatorContext, world: World, by_key: Mapping[str, dict[str, Any]], decisions: Decisions
 ) -> None:
     """Preemptions, then admissions, then provisions; the requests of each step concurrently (each
     request's own writes stay in order)."""
     await concurrently(
-        preempt(memo, world, by_key[v.victim], v) for v in decisions.preemptions if v.victim in by_key
+        preempt(context, world, by_key[v.victim], v) for v in decisions.preemptions if v.victim in by_key
     )
-    await concurrently(_admit(memo, world, by_key[a.key], a) for a in decisions.admitted if a.key in by_key)
-    await concurrently(_provision(memo, by_key[p.key], p) for p in decisions.provisions if p.key in by_key)
+    await concurrently(
+        _admit(context, world, by_key[a.key], a) for a in decisions.admitted if a.key in by_key
+    )
+    await concurrently(_provision(context, by_key[p.key], p) for p in decisions.provisions if p.key in by_key)
 
 
-async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admit) -> None:
+async def _admit(context: OperatorContext, world: World, gpr: dict[str, Any], admit: Admit) -> None:
     """Write the admission to status (onto a version still pending with the same spec), then
     finish it in the background: labels, Ready, and the GPRAdmitted event."""
     placement = admit.placement
     colony = world.colonies.get(placement.colony) or {}
     label = reservation_label(request_key(gpr))
+    queue = gpr_queue(world, gpr, context.settings.require_queue)
     status = {
         "phase": "Admitted",
         "colony": placement.colony,
@@ -63,7 +68,7 @@ async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admi
             for n in placement.nodes
         ],
         "borrowed": admit.borrowed,
-        "queue": public_queue(gpr_queue(world, gpr)),
+        "queue": public_queue(queue),
         "admittedAt": format_time(datetime.fromtimestamp(world.now, UTC)),
         "pricePerGpuHour": price_per_gpu_hour(colony.get("status") or {}),
         "reservationLabel": label,
@@ -78,25 +83,25 @@ async def _admit(memo: kopf.Memo, world: World, gpr: dict[str, Any], admit: Admi
         + (" (backfilled)" if admit.backfilled else "")
         + (" on borrowed quota" if admit.borrowed else ""),
     }
-    admitted, _ = await write_on_version(memo, gpr, moving(gpr, status, PENDING_PHASES, same_spec=True))
+    admitted, _ = await write_on_version(context, gpr, moving(gpr, status, PENDING_PHASES, same_spec=True))
     if admitted is None:
         return  # changed meanwhile (spec, phase, deletion): the next pass decides on what it is now
     waited = max(0, int(world.now - (timestamp(gpr["metadata"].get("creationTimestamp")) or world.now)))
     announce = event(
-        memo,
+        context,
         gpr,
         "GPRAdmitted",
-        f"{status['message']} from queue {gpr_queue(world, gpr)} after "
+        f"{status['message']} from queue {queue} after "
         f"{waited}s: {status['gpusAllocated']} {placement.gpu_type} GPU(s) on colony {placement.colony}",
     )
-    reserve_in_background(memo, world, admitted, announce)
+    reserve_in_background(context, world, admitted, announce)
 
 
-async def preempt(memo: kopf.Memo, world: World, victim: dict[str, Any], decision: Preempt) -> None:
+async def preempt(context: OperatorContext, world: World, victim: dict[str, Any], decision: Preempt) -> None:
     """Take the victim's labels off, then requeue it (written only onto a version that still holds
     the same GPUs)."""
-    await reservation_finished(memo, victim)
-    await unlabel(memo, world, victim)
+    await reservation_finished(context, victim)
+    await unlabel(context, world, victim)
     status = victim.get("status") or {}
     message = f"evicted for {decision.for_key}: {decision.reason}; requeued"
     evicted = {
@@ -111,13 +116,13 @@ async def preempt(memo: kopf.Memo, world: World, victim: dict[str, Any], decisio
         **usage(victim, world.now),
     }
     patched, _ = await write_on_version(
-        memo, victim, moving(victim, evicted, RUNNING_PHASES, same_allocation=True)
+        context, victim, moving(victim, evicted, RUNNING_PHASES, same_allocation=True)
     )
     if patched is not None:
-        await event(memo, victim, "GPREvicted", message, warning=True)
+        await event(context, victim, "GPREvicted", message, warning=True)
 
 
-async def _provision(memo: kopf.Memo, gpr: dict[str, Any], decision: Provision) -> None:
+async def _provision(context: OperatorContext, gpr: dict[str, Any], decision: Provision) -> None:
     """Create the ephemeral colony of `decision`: its name (from the request's uid) is recorded in
     the request first, so a crash after the creation leaves a colony the request names (and the
     sweeper finds by its for-gpr label), never an orphan nothing knows of."""
@@ -133,19 +138,21 @@ async def _provision(memo: kopf.Memo, gpr: dict[str, Any], decision: Provision) 
             annotations={FOR_GPR_NAME_ANNOTATION: str(meta["name"])},
         )
     except ProviderNotSupported as error:
-        await patch(memo, gpr, {"phase": "Queued", "message": str(error)})
+        await patch(context, gpr, {"phase": "Queued", "message": str(error)})
         return
     intent = {"provisionedColony": name, "message": f"creating colony {name}"}
     recorded, _ = await write_on_version(
-        memo, gpr, moving(gpr, intent, PENDING_PHASES, same_spec=True, provisioned=(None,))
+        context, gpr, moving(gpr, intent, PENDING_PHASES, same_spec=True, provisioned=(None,))
     )
     if recorded is None:
         return  # changed meanwhile: the next pass decides on what it is now
     try:
-        await memo.kube.apply(manifest)
+        await context.kube.apply(manifest)
     except (KubeApiError, OSError, TimeoutError, aiohttp.ClientError) as error:
         failed = {"provisionedColony": None, "message": f"creating colony {name} failed: {error}"}
-        await write_on_version(memo, recorded, moving(recorded, failed, PENDING_PHASES, provisioned=(name,)))
+        await write_on_version(
+            context, recorded, moving(recorded, failed, PENDING_PHASES, provisioned=(name,))
+        )
         return
     offer = decision.offer
     message = (
@@ -154,13 +161,13 @@ async def _provision(memo: kopf.Memo, gpr: dict[str, Any], decision: Provision) 
     )
     provisioning = {"phase": "Provisioning", "message": message}
     written, _ = await write_on_version(
-        memo, recorded, moving(recorded, provisioning, PENDING_PHASES, provisioned=(name,))
+        context, recorded, moving(recorded, provisioning, PENDING_PHASES, provisioned=(name,))
     )
     if written is not None:
-        await event(memo, gpr, "ColonyProvisioning", message)
+        await event(context, gpr, "ColonyProvisioning", message)
 
 
-async def provisioning_failed(memo: kopf.Memo, world: World, gpr: dict[str, Any]) -> bool:
+async def provisioning_failed(context: OperatorContext, world: World, gpr: dict[str, Any]) -> bool:
     """A GPR whose provisioned colony failed or vanished: requeue it (requeueOnFailure, with the
     failed colony deleted) or fail it. True when the GPR was handled here."""
     status = gpr.get("status") or {}
@@ -173,7 +180,7 @@ async def provisioning_failed(memo: kopf.Memo, world: World, gpr: dict[str, Any]
         return False
     why = f"colony {provisioned} " + ("disappeared" if colony is None else f"is {phase}")
     if colony is not None:
-        await memo.kube.delete(COLONY.api_version, COLONY.kind, provisioned, gpr["metadata"]["namespace"])
+        await context.kube.delete(COLONY.api_version, COLONY.kind, provisioned, gpr["metadata"]["namespace"])
     requeue = gpr["spec"].get("requeueOnFailure", True)
     retries = int(status.get("retryCount") or 0) + 1
     update = (
@@ -182,9 +189,9 @@ async def provisioning_failed(memo: kopf.Memo, world: World, gpr: dict[str, Any]
         else {"phase": "Failed", "message": why}
     )
     written, _ = await write_on_version(
-        memo, gpr, moving(gpr, update, PENDING_PHASES, provisioned=(provisioned,))
+        context, gpr, moving(gpr, update, PENDING_PHASES, provisioned=(provisioned,))
     )
     if written is not None:
         told = f"{why}; requeued (retry {retries})" if requeue else why
-        await event(memo, gpr, "ProvisioningFailed", told, warning=True)
+        await event(context, gpr, "ProvisioningFailed", told, warning=True)
     return True

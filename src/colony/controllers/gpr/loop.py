@@ -5,29 +5,29 @@ one call per step."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import kopf
 
-from colony import metrics, settings
 from colony.api import GPR, GPUQUEUE
+from colony.controllers.context import OperatorContext, context_of
 from colony.controllers.gpr.accept import accept
 from colony.controllers.gpr.apply import apply
 from colony.controllers.gpr.reconcile import reconcile_colonies
 from colony.controllers.gpr.release import release_deleted, release_due
-from colony.controllers.gpr.report import export_metrics, write_queue_status
+from colony.controllers.gpr.report import WRITERS, export_metrics, write_queue_status
 from colony.controllers.gpr.reservations import finish_admissions
 from colony.controllers.gpr.snapshot import free_nodes, queue_quotas, requests, snapshot
-from colony.controllers.gpr.state import reservations_in_flight, wake_scheduler
-from colony.controllers.gpr.world import INFORMED, read, start_informers
+from colony.controllers.gpr.state import wake_scheduler
+from colony.controllers.gpr.world import INFORMED, informer_task, read, start_informers
+from colony.controllers.loops import run_passes
 from colony.scheduling.queueing.core import schedule
 from colony.scheduling.queueing.model import Decisions, GpuNode, GpuRequest, RunningRequest
 
-PASS_INTERVAL_S = settings.positive_seconds("COLONY_SCHEDULE_INTERVAL_SECONDS", 1.0)
+SCHEDULER = "gpr-scheduler"
+"""The name of the loop's task in the context."""
 SETTLE_S = 0.05
 """Pause after a pass before the next may start: wake-ups of a burst of new requests coalesce."""
 
@@ -37,51 +37,42 @@ log = logging.getLogger(__name__)
 @kopf.on.startup()
 async def start_scheduler(memo: kopf.Memo, **_: Any) -> None:
     """Run the scheduling loop for the operator's lifetime."""
-    memo.scheduler_wakeup = asyncio.Event()
-    memo.scheduler_task = asyncio.create_task(_loop(memo))
+    context = context_of(memo)
+    context.start(SCHEDULER, _loop(context))
 
 
 @kopf.on.cleanup()
 async def stop_scheduler(memo: kopf.Memo, **_: Any) -> None:
-    """Stop the loop."""
-    background = ("estimate_writes", "queue_usage_writes")
-    for name in ("scheduler_task", *background, *(f"{i}_informer_task" for i in INFORMED)):
-        task: asyncio.Task[None] | None = getattr(memo, name, None)
-        if task is not None:
-            task.cancel()
-    for reservation in list(reservations_in_flight(memo).values()):
+    """Stop the loop, its informers and background writes, and the admissions being finished."""
+    context = context_of(memo)
+    await context.stop(SCHEDULER, *WRITERS, *(informer_task(name) for name in INFORMED))
+    reserving = list(context.scheduler.reservations_in_flight.values())
+    for reservation in reserving:
         reservation.cancel()
+    await asyncio.gather(*reserving, return_exceptions=True)
 
 
 @kopf.on.event(GPUQUEUE.group, GPUQUEUE.version, GPUQUEUE.plural)
 async def queue_changed(memo: kopf.Memo, **_: Any) -> None:
     """A GPUQueue changed: quotas may admit or require preemption now."""
-    wake_scheduler(memo)
+    wake_scheduler(context_of(memo))
 
 
-async def _loop(memo: kopf.Memo) -> None:
-    """Once the management client is up: start the informers, then pass after pass (a failed pass
-    is logged, the next one retries), each after a change or PASS_INTERVAL_S at the latest."""
-    while getattr(memo, "kube", None) is None:
-        await asyncio.sleep(0.1)
-    start_informers(memo)
-    while True:
-        started = time.monotonic()
-        try:
-            with metrics.observe_handler(GPR.kind, "scheduling_pass"):
-                await run_pass(memo)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # one bad pass must not stop scheduling; the next one retries
-            log.exception("scheduling pass failed")
-        await asyncio.sleep(SETTLE_S)
-        memo.scheduler_wakeup.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(memo.scheduler_wakeup.wait(), PASS_INTERVAL_S)
-        log.debug("scheduling pass took %.3fs", time.monotonic() - started)
+async def _loop(context: OperatorContext) -> None:
+    """Start the informers, then pass after pass (a failed pass is logged, the next one retries),
+    each after a change or the context's schedule_interval_s at the latest."""
+    start_informers(context)
+    await run_passes(
+        "scheduling",
+        lambda: run_pass(context),
+        context.settings.schedule_interval_s,
+        wakeup=context.scheduler.wakeup,
+        settle_s=SETTLE_S,
+        metric_kind=GPR.kind,
+    )
 
 
-async def run_pass(memo: kopf.Memo) -> Decisions | None:
+async def run_pass(context: OperatorContext) -> Decisions | None:
     """One scheduling pass; returns the core's decisions (None when nothing was pending).
 
     1. read: GPRs, GPUQueues, Colonies and ColonyShares, then the nodes and pods of the colony
@@ -103,27 +94,27 @@ async def run_pass(memo: kopf.Memo) -> Decisions | None:
 
     With nothing pending, steps 7 and 8 are skipped (metrics and queue usage are still written).
     """
-    world = await read(memo)  # 1.
-    if await release_deleted(memo, world):  # 2.
-        world = await read(memo)
-    await accept(memo, world)  # 3.
-    if await release_due(memo, world):  # 4.
-        world = await read(memo)
-    await reconcile_colonies(memo, world)  # 5.
-    found = await requests(memo, world)  # 6.
-    await finish_admissions(memo, world, found.by_key)
+    world = await read(context)  # 1.
+    if await release_deleted(context, world):  # 2.
+        world = await read(context)
+    await accept(context, world)  # 3.
+    if await release_due(context, world):  # 4.
+        world = await read(context)
+    await reconcile_colonies(context, world)  # 5.
+    found = await requests(context, world)  # 6.
+    await finish_admissions(context, world, found.by_key)
     queues = queue_quotas(world, found)
     nodes = free_nodes(world, found)
     if not found.pending:
         export_metrics(world, queues, nodes, found.running, found.pending, Decisions())
-        write_queue_status(memo, world, queues, found.running, found.pending, Decisions())
+        write_queue_status(context, world, queues, found.running, found.pending, Decisions())
         return None
-    core_input = snapshot(memo, world, found, queues, nodes)
+    core_input = snapshot(context, world, found, queues, nodes)
     decisions = await asyncio.to_thread(schedule, core_input)  # 7.
     _log_pass(found.pending, found.running, nodes, decisions)
     export_metrics(world, core_input.queues, nodes, found.running, found.pending, decisions)
-    await apply(memo, world, found.by_key, decisions)  # 8.
-    write_queue_status(memo, world, core_input.queues, found.running, found.pending, decisions)  # 9.
+    await apply(context, world, found.by_key, decisions)  # 8.
+    write_queue_status(context, world, core_input.queues, found.running, found.pending, decisions)  # 9.
     return decisions
 
 

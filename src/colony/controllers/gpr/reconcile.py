@@ -8,9 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any
-
-import kopf
+from typing import TYPE_CHECKING, Any
 
 from colony import events
 from colony.api import COLONY, GPR
@@ -34,14 +32,17 @@ from colony.scheduling.fault_rules import (
 from colony.scheduling.queueing.objects import RUNNING_PHASES, request_key, reservation_label
 from colony.scheduling.queueing.rules import ready_message
 
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
+
 log = logging.getLogger(__name__)
 
 
-async def reconcile_colonies(memo: kopf.Memo, world: World) -> None:
+async def reconcile_colonies(context: OperatorContext, world: World) -> None:
     """Reachability of every running request, reservation labels of every colony read, orphaned
     ephemeral colonies (see the module docstring)."""
     await concurrently(
-        _write_reachability(memo, world, gpr)
+        _write_reachability(context, world, gpr)
         for gpr in world.gprs
         if (gpr.get("status") or {}).get("phase") in RUNNING_PHASES
         and not gpr["metadata"].get("deletionTimestamp")
@@ -49,11 +50,11 @@ async def reconcile_colonies(memo: kopf.Memo, world: World) -> None:
     if world.clusters:
         known = reservations(world.gprs)
         for colony in sorted({key for key, _ in world.clusters}):
-            await _reconcile_labels(memo, world, colony, known)
-    await _sweep_orphans(memo, world)
+            await _reconcile_labels(context, world, colony, known)
+    await _sweep_orphans(context, world)
 
 
-async def _write_reachability(memo: kopf.Memo, world: World, gpr: Mapping[str, Any]) -> None:
+async def _write_reachability(context: OperatorContext, world: World, gpr: Mapping[str, Any]) -> None:
     """The ColonyReachable condition (and message) of a running request, when it changed."""
     if (
         gpr["metadata"].get("deletionTimestamp")
@@ -87,15 +88,19 @@ async def _write_reachability(memo: kopf.Memo, world: World, gpr: Mapping[str, A
             update["message"] = ready_message(status) if status.get("phase") == "Ready" else "admitted"
         return update
 
-    patched, _ = await write_on_version(memo, gpr, update)
+    patched, _ = await write_on_version(context, gpr, update)
     if patched is not None:
         reason = "ColonyUnreachable" if missing else "ColonyReachable"
         await event(
-            memo, gpr, reason, str(patched.get("status", {}).get("message") or reason), warning=bool(missing)
+            context,
+            gpr,
+            reason,
+            str(patched.get("status", {}).get("message") or reason),
+            warning=bool(missing),
         )
 
 
-async def _reconcile_labels(memo: kopf.Memo, world: World, colony: str, known: Reservations) -> None:
+async def _reconcile_labels(context: OperatorContext, world: World, colony: str, known: Reservations) -> None:
     """Make the reservation labels on the nodes of `colony`'s clusters read this pass agree with the
     requests that exist (fault_rules.label_fixes), then clear the colony's ledger entries that are
     settled. A label written back for a request is taken off again if the request turns out to be
@@ -124,13 +129,13 @@ async def _reconcile_labels(memo: kopf.Memo, world: World, colony: str, known: R
             fix.labels,
         )
     await _recheck_rewritten(
-        memo, world, {k for fix in fixes for k, v in fix.labels.items() if v is not None}
+        context, world, {k for fix in fixes for k, v in fix.labels.items() if v is not None}
     )
     settled = settled_ledger(ledger, views) if not failed else []
     if settled and meta.get("name"):
         cleared = {ledger_entry(label, [])[0]: None for label in settled}
         with contextlib.suppress(NotFound):
-            await memo.kube.patch(
+            await context.kube.patch(
                 COLONY.api_version,
                 COLONY.kind,
                 meta["name"],
@@ -139,7 +144,7 @@ async def _reconcile_labels(memo: kopf.Memo, world: World, colony: str, known: R
             )
 
 
-async def _recheck_rewritten(memo: kopf.Memo, world: World, labels: set[str]) -> None:
+async def _recheck_rewritten(context: OperatorContext, world: World, labels: set[str]) -> None:
     """Read again each request whose label was just written back; one deleted (or no longer Ready)
     meanwhile gets it taken off again."""
     if not labels:
@@ -148,21 +153,21 @@ async def _recheck_rewritten(memo: kopf.Memo, world: World, labels: set[str]) ->
         if reservation_label(request_key(gpr)) not in labels:
             continue
         meta = gpr["metadata"]
-        fresh = await memo.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
+        fresh = await context.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
         if not transition_applies(gpr, fresh, ("Ready",), same_allocation=True):
-            await unlabel(memo, world, gpr)
+            await unlabel(context, world, gpr)
 
 
-async def _sweep_orphans(memo: kopf.Memo, world: World) -> None:
+async def _sweep_orphans(context: OperatorContext, world: World) -> None:
     """Delete the ephemeral colonies whose owning request is gone (fault_rules.orphaned_colonies):
     e.g. the request was deleted while the operator was down after creating its colony."""
     for key in orphaned_colonies(world.all_colonies, world.gprs):
         namespace, name = key.split("/", 1)
-        if await memo.kube.delete(COLONY.api_version, COLONY.kind, name, namespace):
+        if await context.kube.delete(COLONY.api_version, COLONY.kind, name, namespace):
             message = f"ephemeral colony {name} deleted: the request it was provisioned for is gone"
             log.info("%s (%s)", message, key)
             await events.post_now(
-                memo.kube,
+                context.kube,
                 COLONY.api_version,
                 COLONY.kind,
                 world.all_colonies[key]["metadata"],

@@ -9,14 +9,12 @@ import logging
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
-
-import kopf
+from typing import TYPE_CHECKING, Any
 
 from colony import metrics
 from colony.api import COLONY, GPR
 from colony.controllers.gpr.reservations import reservation_finished, unlabel
-from colony.controllers.gpr.state import deleted, reservations_in_flight, seen, wake_scheduler
+from colony.controllers.gpr.state import wake_scheduler
 from colony.controllers.gpr.world import World, read, read_own_colony, reservation_in_use, unreachable
 from colony.controllers.gpr.writes import concurrently, event, moving, patch, set_finalizer, write_on_version
 from colony.kube.informer import newer
@@ -27,6 +25,9 @@ from colony.scheduling.queueing.objects import RUNNING_PHASES, request_key, time
 from colony.scheduling.queueing.rules import expired, idle_limit
 from colony.status.cost import job_usage
 from colony.timefmt import format_time
+
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
 
 USAGE_REFRESH_S = 60.0
 """How often the gpuHours and cost of a request holding GPUs are written."""
@@ -48,11 +49,13 @@ def usage(gpr: Mapping[str, Any], end: float) -> dict[str, Any]:
     return {"gpuHours": accrued["gpuHours"], "cost": accrued["cost"]}
 
 
-async def release(memo: kopf.Memo, world: World, gpr: Mapping[str, Any], phase: str, message: str) -> None:
+async def release(
+    context: OperatorContext, world: World, gpr: Mapping[str, Any], phase: str, message: str
+) -> None:
     """Give the GPR's GPUs back (labels off), record why, and tear down its colony if it was the
     last user of an ephemeral one."""
-    await reservation_finished(memo, gpr)
-    await unlabel(memo, world, gpr)
+    await reservation_finished(context, gpr)
+    await unlabel(context, world, gpr)
     meta = gpr["metadata"]
     metrics.record_job_usage(meta["namespace"], GPR.kind, meta["name"], usage(gpr, world.now))
     released = {
@@ -63,16 +66,16 @@ async def release(memo: kopf.Memo, world: World, gpr: Mapping[str, Any], phase: 
         **usage(gpr, world.now),
     }
     patched, _ = await write_on_version(
-        memo, gpr, moving(gpr, released, RUNNING_PHASES, same_allocation=True)
+        context, gpr, moving(gpr, released, RUNNING_PHASES, same_allocation=True)
     )
     if patched is None:
         return  # it no longer holds these GPUs (released, deleted or gone meanwhile)
-    await event(memo, gpr, f"GPR{phase}", message)
-    await teardown_if_unused(memo, world, gpr, released_at=world.now)
+    await event(context, gpr, f"GPR{phase}", message)
+    await teardown_if_unused(context, world, gpr, released_at=world.now)
 
 
 async def teardown_if_unused(
-    memo: kopf.Memo, world: World, gpr: Mapping[str, Any], released_at: float | None = None
+    context: OperatorContext, world: World, gpr: Mapping[str, Any], released_at: float | None = None
 ) -> None:
     """Delete the GPR's provisioned (ephemeral) colony when no other request uses it; the teardown
     latency is measured from `released_at` (default: the GPR's deletion or release time)."""
@@ -93,7 +96,7 @@ async def teardown_if_unused(
         and (g.get("status") or {}).get("phase") in (*RUNNING_PHASES, "Provisioning")
     ]
     already_deleting = bool((world.all_colonies.get(key) or {}).get("metadata", {}).get("deletionTimestamp"))
-    if not users and await memo.kube.delete(COLONY.api_version, COLONY.kind, provisioned, namespace):
+    if not users and await context.kube.delete(COLONY.api_version, COLONY.kind, provisioned, namespace):
         if already_deleting:
             return  # its teardown was requested (and counted) before, e.g. by its job
         status, meta = gpr.get("status") or {}, gpr["metadata"]
@@ -104,10 +107,10 @@ async def teardown_if_unused(
             or world.now
         )
         metrics.observe_teardown(metrics.teardown.GPR, time.time() - released)
-        await event(memo, gpr, "ColonyTornDown", f"ephemeral colony {provisioned} deletion requested")
+        await event(context, gpr, "ColonyTornDown", f"ephemeral colony {provisioned} deletion requested")
 
 
-async def _bring_usage_forward(memo: kopf.Memo, world: World, gpr: Mapping[str, Any]) -> None:
+async def _bring_usage_forward(context: OperatorContext, world: World, gpr: Mapping[str, Any]) -> None:
     """gpuHours and cost of a request holding GPUs, written every USAGE_REFRESH_S, and exported."""
     status = gpr.get("status") or {}
     accrued = usage(gpr, world.now)
@@ -115,10 +118,10 @@ async def _bring_usage_forward(memo: kopf.Memo, world: World, gpr: Mapping[str, 
     meta = gpr["metadata"]
     metrics.record_job_usage(meta["namespace"], GPR.kind, meta["name"], accrued)
     if gpus and accrued["gpuHours"] - float(status.get("gpuHours") or 0.0) >= gpus * USAGE_REFRESH_S / 3600:
-        await patch(memo, gpr, accrued)
+        await patch(context, gpr, accrued)
 
 
-async def release_due(memo: kopf.Memo, world: World) -> bool:
+async def release_due(context: OperatorContext, world: World) -> bool:
     """Release what is due (scheduling.queueing.rules.expired, fault_rules.idle_action), and bring
     the usage of every running request forward; True when something was released."""
     released = False
@@ -127,10 +130,10 @@ async def release_due(memo: kopf.Memo, world: World) -> bool:
         if status.get("phase") not in RUNNING_PHASES or gpr["metadata"].get("deletionTimestamp"):
             continue
         spec = gpr["spec"]
-        await _bring_usage_forward(memo, world, gpr)
+        await _bring_usage_forward(context, world, gpr)
         why = expired(gpr, world.now)
         if why is not None:
-            await release(memo, world, gpr, "Expired", why)
+            await release(context, world, gpr, "Expired", why)
             released = True
             continue
         limit = idle_limit(gpr)
@@ -142,14 +145,14 @@ async def release_due(memo: kopf.Memo, world: World) -> bool:
             reachable, reachable and reservation_in_use(world, gpr), idle_since, world.now, limit
         )
         if action is IdleAction.PAUSE and idle_since is not None:
-            await patch(memo, gpr, {"idleSince": None})  # why: the ColonyReachable condition
+            await patch(context, gpr, {"idleSince": None})  # why: the ColonyReachable condition
         elif action is IdleAction.CLEAR:
-            await patch(memo, gpr, {"idleSince": None})
+            await patch(context, gpr, {"idleSince": None})
         elif action is IdleAction.START:
-            await patch(memo, gpr, {"idleSince": format_time(datetime.fromtimestamp(world.now, UTC))})
+            await patch(context, gpr, {"idleSince": format_time(datetime.fromtimestamp(world.now, UTC))})
         elif action is IdleAction.RELEASE:
             await release(
-                memo,
+                context,
                 world,
                 gpr,
                 "Released",
@@ -159,61 +162,63 @@ async def release_due(memo: kopf.Memo, world: World) -> bool:
     return released
 
 
-async def release_on_delete(memo: kopf.Memo, gpr: Mapping[str, Any], wake: bool = True) -> None:
+async def release_on_delete(context: OperatorContext, gpr: Mapping[str, Any], wake: bool = True) -> None:
     """A GPR is being deleted: free its nodes and tear down its ephemeral colony if unused. Only
     the teardown needs every request and colony read (who else uses that colony); freeing nodes
     needs only the clients of the request's own colony (a full read per deletion would make
     deleting n requests cost n full reads)."""
     status = gpr.get("status") or {}
-    world = await read(memo) if status.get("provisionedColony") else await read_own_colony(memo, status)
-    await unlabel(memo, world, gpr)
-    await teardown_if_unused(memo, world, gpr)
+    world = await read(context) if status.get("provisionedColony") else await read_own_colony(context, status)
+    await unlabel(context, world, gpr)
+    await teardown_if_unused(context, world, gpr)
     if wake:
-        wake_scheduler(memo)
+        wake_scheduler(context)
 
 
-async def release_deleted(memo: kopf.Memo, world: World) -> bool:
+async def release_deleted(context: OperatorContext, world: World) -> bool:
     """Free the reservations (and unused ephemeral colony) of the requests deleted since the last
     pass: those the informer reported deleted and those missing from this read that the last one
     had (requests that never held GPUs, so had no finalizer; an ephemeral colony that a crash makes
     this miss is found by the orphan sweeper). Then `sync_finalizers`. True when something was
     released."""
     released = False
-    known = seen(memo)
+    known = context.scheduler.seen
     current = {request_key(g): g for g in world.gprs}
     gone = {k: g for k, g in known.items() if k not in current}
-    for last in deleted(memo):  # the informer's last state of a deleted request
+    for last in context.scheduler.deleted:  # the informer's last state of a deleted request
         key = request_key(last)
         if key not in gone or newer(last, gone[key]):
             gone[key] = last
-    memo.gpr_deleted = []
-    memo.gpr_seen = {k: known[k] if k in known and newer(known[k], g) else g for k, g in current.items()}
+    context.scheduler.deleted = []
+    context.scheduler.seen = {
+        k: known[k] if k in known and newer(known[k], g) else g for k, g in current.items()
+    }
     for key, gpr in sorted(gone.items()):
         if key in current:
             continue  # deleted and created again under the same name: the new one is live
-        await release_on_delete(memo, gpr, wake=False)
+        await release_on_delete(context, gpr, wake=False)
         metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
         released = True
-    return await sync_finalizers(memo, world) or released
+    return await sync_finalizers(context, world) or released
 
 
-async def sync_finalizers(memo: kopf.Memo, world: World) -> bool:
+async def sync_finalizers(context: OperatorContext, world: World) -> bool:
     """A request holds the operator's finalizer exactly while it may have reservation labels on
     nodes (it is put on by `reservations.reserve` before any label): one being deleted is released
     here, then let go; one that stopped holding GPUs (released, expired, preempted, requeued) is let
     go. A request whose admission is being finished in the background is left to that task this
     pass. True when a deleted request was released."""
-    in_flight = reservations_in_flight(memo)
+    in_flight = context.scheduler.reservations_in_flight
     released = False
 
     async def settle(gpr: dict[str, Any]) -> None:
         nonlocal released
         if gpr["metadata"].get("deletionTimestamp"):
-            await release_on_delete(memo, gpr, wake=False)
+            await release_on_delete(context, gpr, wake=False)
             metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
             released = True
         try:
-            await set_finalizer(memo, gpr, hold=False)
+            await set_finalizer(context, gpr, hold=False)
         except KubeApiError as error:  # the next pass tries again
             log.warning("letting go of %s failed: %s", request_key(gpr), error)
 

@@ -5,13 +5,10 @@ up the next pass."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from typing import Any
-
-import kopf
+from typing import TYPE_CHECKING, Any
 
 from colony import metrics
 from colony.api import GPUQUEUE
@@ -29,9 +26,17 @@ from colony.scheduling.queueing.rules import (
     queue_usage,
 )
 
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
+
 ESTIMATE_WRITES_PER_PASS = 200
 """Most status writes of positions, estimates and messages per pass, heads of the queues first;
 the rest follow in later passes (a pass must stay short with any number waiting)."""
+ESTIMATE_WRITES = "gpr-estimate-writes"
+QUEUE_USAGE_WRITES = "gpr-queue-usage-writes"
+WRITERS = (ESTIMATE_WRITES, QUEUE_USAGE_WRITES)
+"""The context's tasks writing a pass's estimates and queue usage in the background (at most one
+of each at a time)."""
 ESTIMATE_WRITE_CONCURRENCY = 2
 """Requests whose estimates are written at once in the background, so that the next pass's reads
 and admissions find free connections."""
@@ -106,7 +111,7 @@ def gpu_inventory(
 
 
 def write_queue_status(
-    memo: kopf.Memo,
+    context: OperatorContext,
     world: World,
     queues: Sequence[QueueQuota],
     running: Sequence[RunningRequest],
@@ -115,23 +120,23 @@ def write_queue_status(
 ) -> None:
     """Each queue's counts and usage, and the positions, wait estimates and messages of waiting
     requests (in the background: they never hold up the next pass)."""
-    _start_unless_running(memo, "estimate_writes", lambda: write_estimates(memo, world, decisions))
+    _start_unless_running(context, ESTIMATE_WRITES, lambda: write_estimates(context, world, decisions))
     _start_unless_running(
-        memo, "queue_usage_writes", lambda: _write_queue_usages(memo, world, queues, running, pending)
+        context, QUEUE_USAGE_WRITES, lambda: _write_queue_usages(context, world, queues, running, pending)
     )
 
 
 def _start_unless_running(
-    memo: kopf.Memo, name: str, writes: Callable[[], Coroutine[Any, Any, None]]
+    context: OperatorContext, name: str, writes: Callable[[], Coroutine[Any, Any, None]]
 ) -> None:
-    """Start this pass's `writes` as the task memo.<name> unless the previous pass's are still
-    running (then the next pass computes them afresh)."""
-    task: asyncio.Task[None] | None = getattr(memo, name, None)
+    """Start this pass's `writes` as the context's task `name` unless the previous pass's are
+    still running (then the next pass computes them afresh)."""
+    task = context.tasks.get(name)
     if task is None or task.done():
-        setattr(memo, name, asyncio.create_task(writes()))
+        context.start(name, writes())
 
 
-async def write_estimates(memo: kopf.Memo, world: World, decisions: Decisions) -> None:
+async def write_estimates(context: OperatorContext, world: World, decisions: Decisions) -> None:
     """The estimate updates that changed enough (scheduling.queueing.rules.estimate_update), at
     most ESTIMATE_WRITES_PER_PASS of them, in the order of queue positions (the heads of every queue
     first). Each applies only to the version of the request the pass read: one admitted or changed
@@ -141,12 +146,17 @@ async def write_estimates(memo: kopf.Memo, world: World, decisions: Decisions) -
     for key, estimate in sorted(decisions.estimates.items(), key=lambda item: (item[1].position, item[0])):
         gpr = by_key.get(key)
         update = (
-            estimate_update(gpr.get("status") or {}, estimate, world.now, public_queue(gpr_queue(world, gpr)))
+            estimate_update(
+                gpr.get("status") or {},
+                estimate,
+                world.now,
+                public_queue(gpr_queue(world, gpr, context.settings.require_queue)),
+            )
             if gpr is not None
             else {}
         )
         if gpr is not None and update:
-            updates.append(patch(memo, gpr, update, only_if_unchanged=True))
+            updates.append(patch(context, gpr, update, only_if_unchanged=True))
         if len(updates) == ESTIMATE_WRITES_PER_PASS:
             break
     try:
@@ -156,7 +166,7 @@ async def write_estimates(memo: kopf.Memo, world: World, decisions: Decisions) -
 
 
 async def _write_queue_usages(
-    memo: kopf.Memo,
+    context: OperatorContext,
     world: World,
     queues: Sequence[QueueQuota],
     running: Sequence[RunningRequest],
@@ -166,7 +176,7 @@ async def _write_queue_usages(
     changed (a namespace's own queue has no GPUQueue to write)."""
     try:
         await concurrently(
-            _write_queue_usage(memo, world, queue, running, pending)
+            _write_queue_usage(context, world, queue, running, pending)
             for queue in queues
             if not queue.name.startswith(NAMESPACE_QUEUE_PREFIX)
         )
@@ -175,7 +185,7 @@ async def _write_queue_usages(
 
 
 async def _write_queue_usage(
-    memo: kopf.Memo,
+    context: OperatorContext,
     world: World,
     queue: QueueQuota,
     running: Sequence[RunningRequest],
@@ -186,4 +196,4 @@ async def _write_queue_usage(
     current = next((q for q in world.queues if q["metadata"]["name"] == queue.name), {})
     if {k: (current.get("status") or {}).get(k) for k in status} != status:
         with contextlib.suppress(NotFound):
-            await memo.kube.patch_status(GPUQUEUE.api_version, GPUQUEUE.kind, queue.name, None, status)
+            await context.kube.patch_status(GPUQUEUE.api_version, GPUQUEUE.kind, queue.name, None, status)

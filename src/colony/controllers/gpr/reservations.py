@@ -8,19 +8,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
-import kopf
 
 from colony.api import COLONY
-from colony.controllers.gpr.state import reservations_in_flight
 from colony.controllers.gpr.world import UNREACHABLE, World
 from colony.controllers.gpr.writes import event, moving, patch, set_finalizer, write_on_version
 from colony.kube.resources import KubeApiError, NotFound
 from colony.scheduling.fault_rules import ledger_entry, transition_applies
 from colony.scheduling.queueing.objects import RUNNING_PHASES, request_key, reservation_label
 from colony.scheduling.queueing.rules import ready_message
+
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ async def label_nodes(world: World, gpr: Mapping[str, Any], add: bool) -> list[s
     return not_labelled
 
 
-async def unlabel(memo: kopf.Memo, world: World, gpr: Mapping[str, Any]) -> None:
+async def unlabel(context: OperatorContext, world: World, gpr: Mapping[str, Any]) -> None:
     """Take the GPR's reservation label off its nodes; what cannot be taken off now (its colony is
     unreachable) is recorded in the colony's ledger, and comes off when the colony is read again
     (by then the request may be gone, and its label key, a hash, would name nobody)."""
@@ -68,7 +69,7 @@ async def unlabel(memo: kopf.Memo, world: World, gpr: Mapping[str, Any]) -> None
         "reservation of %s left on %s of colony %s: recorded for later", request_key(gpr), value, colony
     )
     try:
-        await memo.kube.patch(
+        await context.kube.patch(
             COLONY.api_version, COLONY.kind, name, namespace, {"metadata": {"annotations": {key: value}}}
         )
     except NotFound:
@@ -82,27 +83,29 @@ async def unlabel(memo: kopf.Memo, world: World, gpr: Mapping[str, Any]) -> None
         )
 
 
-async def finish_admissions(memo: kopf.Memo, world: World, by_key: Mapping[str, dict[str, Any]]) -> None:
+async def finish_admissions(
+    context: OperatorContext, world: World, by_key: Mapping[str, dict[str, Any]]
+) -> None:
     """Admitted (status written) but not yet Ready (labels maybe missing): label, then Ready;
     except the admissions of earlier passes still being finished in the background."""
-    reserving = reservations_in_flight(memo)
+    reserving = context.scheduler.reservations_in_flight
     for key, gpr in by_key.items():
         if (gpr.get("status") or {}).get("phase") == "Admitted" and key not in reserving:
-            await reserve(memo, world, gpr)
+            await reserve(context, world, gpr)
 
 
 def reserve_in_background(
-    memo: kopf.Memo, world: World, admitted: dict[str, Any], *announce: Awaitable[Any]
+    context: OperatorContext, world: World, admitted: dict[str, Any], *announce: Awaitable[Any]
 ) -> None:
     """Finish an admission (`reserve`) without holding up the pass: its status already says
     Admitted with its nodes, so the next pass counts its GPUs as taken, and a crash before it ends
     leaves it for `finish_admissions` to redo."""
     key = request_key(admitted)
-    tasks = reservations_in_flight(memo)
+    tasks = context.scheduler.reservations_in_flight
 
     async def finish() -> None:
         try:
-            await reserve(memo, world, admitted, *announce)
+            await reserve(context, world, admitted, *announce)
         except (KubeApiError, OSError, TimeoutError) as error:  # the next pass finishes it
             log.warning("reserving nodes for %s failed: %s", key, error)
         finally:
@@ -112,15 +115,17 @@ def reserve_in_background(
     tasks[key] = asyncio.create_task(finish())
 
 
-async def reservation_finished(memo: kopf.Memo, gpr: Mapping[str, Any]) -> None:
+async def reservation_finished(context: OperatorContext, gpr: Mapping[str, Any]) -> None:
     """Wait for the request's admission being finished in the background, if any: taking its GPUs
     back before its labels and Ready are written would leave them on."""
-    task = reservations_in_flight(memo).get(request_key(gpr))
+    task = context.scheduler.reservations_in_flight.get(request_key(gpr))
     if task is not None:
         await asyncio.wait([task])
 
 
-async def reserve(memo: kopf.Memo, world: World, admitted: dict[str, Any], *announce: Awaitable[Any]) -> None:
+async def reserve(
+    context: OperatorContext, world: World, admitted: dict[str, Any], *announce: Awaitable[Any]
+) -> None:
     """Label the nodes of an Admitted request (while `announce` is posted), then mark it Ready once
     every label is written and read back (else it stays Admitted, saying which nodes wait). A
     request deleted meanwhile may have had its labels taken off by its delete handler before they
@@ -130,7 +135,7 @@ async def reserve(memo: kopf.Memo, world: World, admitted: dict[str, Any], *anno
     holding: list[dict[str, Any]] = []
 
     async def hold_then_label() -> list[str]:
-        held = await set_finalizer(memo, admitted, hold=True)
+        held = await set_finalizer(context, admitted, hold=True)
         if held is None or not transition_applies(admitted, held, ("Admitted",), same_allocation=True):
             return []  # gone, being deleted or moved on: the next pass decides on what it is now
         holding.append(held)
@@ -147,15 +152,15 @@ async def reserve(memo: kopf.Memo, world: World, admitted: dict[str, Any], *anno
     if not_labelled:  # Ready only once every label is on: the next pass tries again
         waiting = f"admitted; waiting to label node(s) {', '.join(not_labelled)}"
         if status.get("message") != waiting:
-            await patch(memo, admitted, {"message": waiting})
+            await patch(context, admitted, {"message": waiting})
         return
     patched, seen = await write_on_version(
-        memo,
+        context,
         admitted,
         moving(admitted, {"phase": "Ready", "message": ready}, ("Admitted",), same_allocation=True),
     )
     if patched is not None and not patched["metadata"].get("deletionTimestamp"):
-        await event(memo, admitted, "GPRReady", ready)
+        await event(context, admitted, "GPRReady", ready)
         return
     if not transition_applies(admitted, seen, RUNNING_PHASES, same_allocation=True):
-        await unlabel(memo, world, admitted)  # deleted or moved on meanwhile: the labels hold nothing
+        await unlabel(context, world, admitted)  # deleted or moved on meanwhile: the labels hold nothing

@@ -7,14 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import kopf
-
-from colony import settings
 from colony.api.gpr import GPRSpec
 from colony.controllers.gpr.apply import provisioning_failed
-from colony.controllers.gpr.state import parse_cache
 from colony.controllers.gpr.world import World, candidate_colonies, gpr_queue, unreachable
 from colony.render.offer_colony import SUPPORTED_CLOUDS
 from colony.scheduling.fault_rules import pinned_while_unreachable
@@ -43,9 +39,8 @@ from colony.scheduling.queueing.rules import (
 )
 from colony.status.cost import price_per_gpu_hour
 
-PLACEMENT_POLICY = settings.placement_policy()
-QUEUE_POLICY = settings.queue_policy()
-QUEUE_AGING_S = settings.queue_aging_seconds()
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
 
 
 @dataclass
@@ -74,24 +69,24 @@ def _valid(gpr: Mapping[str, Any]) -> bool:
     return True
 
 
-async def requests(memo: kopf.Memo, world: World) -> Requests:
+async def requests(context: OperatorContext, world: World) -> Requests:
     """The running and pending requests of the World; a pending one whose provisioned colony
     failed is requeued or failed instead (apply.provisioning_failed). A running request whose
     colony did not answer keeps its GPUs (fault_rules.pinned_while_unreachable)."""
     found = Requests()
-    cache = parse_cache(memo)
+    cache = context.scheduler.parse_cache
     for gpr in world.gprs:
         version = _spec_version(gpr)
         if gpr["metadata"].get("deletionTimestamp") or not cache.get(("valid", *version), _valid, gpr):
             continue
         status = gpr.get("status") or {}
-        queue = gpr_queue(world, gpr)
+        queue = gpr_queue(world, gpr, context.settings.require_queue)
         found.by_key[request_key(gpr)] = gpr
         if status.get("phase") in RUNNING_PHASES:
             if (current := running_request(gpr, queue)) is not None:
                 found.running.append(pinned_while_unreachable(current, bool(unreachable(world, gpr))))
         elif status.get("phase") in PENDING_PHASES:
-            if await provisioning_failed(memo, world, gpr):
+            if await provisioning_failed(context, world, gpr):
                 continue
             candidates = candidate_colonies(world, gpr)
             request = cache.get(("request", *version, queue, candidates), gpu_request, gpr, queue, candidates)
@@ -127,7 +122,11 @@ def free_nodes(world: World, requests: Requests) -> list[GpuNode]:
 
 
 def snapshot(
-    memo: kopf.Memo, world: World, requests: Requests, queues: tuple[QueueQuota, ...], nodes: list[GpuNode]
+    context: OperatorContext,
+    world: World,
+    requests: Requests,
+    queues: tuple[QueueQuota, ...],
+    nodes: list[GpuNode],
 ) -> Snapshot:
     """The core's input: the requests, nodes and queues, the Ready colonies (price, placement
     order), the offers of supported clouds, and the operator's policies."""
@@ -141,8 +140,8 @@ def snapshot(
             for key, c in sorted(world.colonies.items())
         ),
         queues=queues,
-        offers=tuple(o for o in getattr(memo, "catalog", ()) if o.cloud in SUPPORTED_CLOUDS),
-        placement_policy=PLACEMENT_POLICY,
-        order=QUEUE_POLICY,
-        aging_s=QUEUE_AGING_S,
+        offers=tuple(o for o in context.catalog if o.cloud in SUPPORTED_CLOUDS),
+        placement_policy=context.settings.placement_policy,
+        order=context.settings.queue_policy,
+        aging_s=context.settings.queue_aging_s,
     )

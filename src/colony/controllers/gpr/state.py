@@ -1,14 +1,23 @@
-"""What the GPR scheduling loop keeps between passes, on kopf's memo: the wake-up event, the parse
-cache, the requests the informer saw deleted, the requests of the last read (at the newest version
-known), and the admissions being finished in the background."""
+"""What the GPR scheduling loop keeps between passes: one SchedulerState per operator context
+(`OperatorContext.scheduler`), holding the wake-up event, the parse cache, the requests the
+informer saw deleted, the requests of the last read (at the newest version known), the admissions
+being finished in the background, and the informers.
+
+This module is imported by `colony.controllers.context`, so it imports nothing from
+`colony.controllers` (the context would import itself through it).
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-import kopf
+from colony.kube.informer import Informer
+
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
 
 
 class ParseCache:
@@ -33,42 +42,30 @@ class ParseCache:
         self._previous, self._current = self._current, {}
 
 
-def parse_cache(memo: kopf.Memo) -> ParseCache:
-    """The loop's ParseCache (memo.parse_cache), made on first use."""
-    cache: ParseCache | None = getattr(memo, "parse_cache", None)
-    if cache is None:
-        cache = memo.parse_cache = ParseCache()
-    return cache
+@dataclass
+class SchedulerState:
+    """What the scheduling loop of one operator process keeps from one pass to the next. Its
+    background tasks (the loop, the informers' watches, the status writers) run as the context's
+    named tasks (`OperatorContext.start`); only the admissions in flight, one per request, are
+    kept here."""
 
-
-def wake_scheduler(memo: kopf.Memo) -> None:
-    """Ask for a pass now (a GPR, queue or colony changed)."""
-    event: asyncio.Event | None = getattr(memo, "scheduler_wakeup", None)
-    if event is not None:
-        event.set()
-
-
-def deleted(memo: kopf.Memo) -> list[dict[str, Any]]:
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set to ask for a pass now (a GPR, queue or colony changed)."""
+    parse_cache: ParseCache = field(default_factory=ParseCache)
+    """Specs validated and parsed, by uid and generation."""
+    deleted: list[dict[str, Any]] = field(default_factory=list)
     """Requests the GPR informer saw deleted since the last pass (their last known state)."""
-    if getattr(memo, "gpr_deleted", None) is None:
-        memo.gpr_deleted = []
-    found: list[dict[str, Any]] = memo.gpr_deleted
-    return found
-
-
-def seen(memo: kopf.Memo) -> dict[str, dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The requests of the last pass's read, by key, each at the newest version known: the one
     read, or a later one this process wrote (an admission written after the read must be known
     when the request disappears from the next read, or its labels would stay on)."""
-    if getattr(memo, "gpr_seen", None) is None:
-        memo.gpr_seen = {}
-    known: dict[str, dict[str, Any]] = memo.gpr_seen
-    return known
-
-
-def reservations_in_flight(memo: kopf.Memo) -> dict[str, asyncio.Task[None]]:
+    reservations_in_flight: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """Admissions whose labels and Ready are being written, by request key."""
-    tasks: dict[str, asyncio.Task[None]] | None = getattr(memo, "reservations_in_flight", None)
-    if tasks is None:
-        tasks = memo.reservations_in_flight = {}
-    return tasks
+    informers: dict[str, Informer] = field(default_factory=dict)
+    """The informers of the kinds a pass reads, by name (world.INFORMED); none when the operator
+    watches only some namespaces."""
+
+
+def wake_scheduler(context: OperatorContext) -> None:
+    """Ask for a pass now (a GPR, queue or colony changed)."""
+    context.scheduler.wakeup.set()

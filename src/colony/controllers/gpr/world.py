@@ -5,21 +5,18 @@ of it (a request's queue and candidate colonies, which of its clusters did not a
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
-import kopf
 
-from colony import settings
 from colony.api import COLONY, GPR, GPUQUEUE
 from colony.controllers.cluster_access import cluster_client
 from colony.controllers.colony_shares import read_visibility
-from colony.controllers.gpr.state import deleted, wake_scheduler
+from colony.controllers.gpr.state import wake_scheduler
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.informer import Informer
 from colony.kube.resources import Kube, KubeApiError
@@ -36,14 +33,17 @@ from colony.scheduling.queueing.rules import candidate_colonies as candidates_of
 from colony.scheduling.queueing.rules import request_queue
 from colony.scheduling.visibility import NOBODY_ELSE, Visibility
 
-REQUIRE_QUEUE = settings.flag("COLONY_REQUIRE_QUEUE")
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
+
 CLUSTER_READ_TIMEOUT_S = 5.0
 UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 UNREACHABLE = (ClusterAccessError, KubeApiError, OSError, TimeoutError, aiohttp.ClientError)
 """Errors of a colony cluster that is down, hung, refusing us, or gone: that colony is skipped for
 the pass (or the write recorded for later), never the whole pass."""
 INFORMED = {"gpr": GPR, "queue": GPUQUEUE, "colony": COLONY}
-"""The kinds a pass reads, by informer name (memo.<name>_informer)."""
+"""The kinds a pass reads, by informer name (SchedulerState.informers; the task watching for one
+is the context's task `informer_task(name)`)."""
 
 log = logging.getLogger(__name__)
 
@@ -83,70 +83,72 @@ class World:
         self.namespace_queues = queues_by_namespace(self.queues)
 
 
-def _watched(memo: kopf.Memo, namespace: str) -> bool:
-    """Whether the operator watches `namespace` (memo.namespaces patterns; none: every one)."""
-    patterns: Sequence[str] = getattr(memo, "namespaces", ()) or ()
-    return not patterns or any(fnmatch.fnmatchcase(namespace, p) for p in patterns)
+def informer_task(name: str) -> str:
+    """The name of the context's task that keeps the informer `name` (see INFORMED)."""
+    return f"gpr-{name}-informer"
 
 
-def start_informers(memo: kopf.Memo) -> None:
+def start_informers(context: OperatorContext) -> None:
     """An operator watching the whole cluster keeps the GPRs, GPUQueues and Colonies in memory
     (colony.kube.informer) instead of listing them all on every pass; one limited to namespaces
     lists them (its RBAC may not allow cluster-wide watches). A new or deleted request wakes the
     scheduler at once (kopf's handlers may lag behind the watch under load)."""
-    if getattr(memo, "namespaces", None):
+    if context.namespaces:
         return
     for name, kind in INFORMED.items():
-        wake = _wake_on_gpr_event(memo) if name == "gpr" else None
-        watcher = Informer(memo.kube.api, kind.group, kind.version, kind.plural, kind.kind, wake)
-        setattr(memo, f"{name}_informer", watcher)
-        setattr(memo, f"{name}_informer_task", asyncio.create_task(watcher.run()))
+        wake = _wake_on_gpr_event(context) if name == "gpr" else None
+        watcher = Informer(context.kube.api, kind.group, kind.version, kind.plural, kind.kind, wake)
+        context.scheduler.informers[name] = watcher
+        context.start(informer_task(name), watcher.run())
 
 
-def _wake_on_gpr_event(memo: kopf.Memo) -> Callable[[str, Mapping[str, Any]], None]:
+def _wake_on_gpr_event(context: OperatorContext) -> Callable[[str, Mapping[str, Any]], None]:
     """The GPR informer's callback: a deleted request is kept for `release.release_deleted`; an
     added or deleted request (or one being deleted) wakes the loop."""
 
     def wake(event_type: str, obj: Mapping[str, Any]) -> None:
         if event_type == "DELETED":
-            deleted(memo).append(dict(obj))
+            context.scheduler.deleted.append(dict(obj))
         if event_type != "MODIFIED" or (obj.get("metadata") or {}).get("deletionTimestamp"):
-            wake_scheduler(memo)
+            wake_scheduler(context)
 
     return wake
 
 
-def informer(memo: kopf.Memo, name: str = "gpr") -> Informer | None:
+def informer(context: OperatorContext, name: str = "gpr") -> Informer | None:
     """An informer (see INFORMED) once its first list is in."""
-    found: Informer | None = getattr(memo, f"{name}_informer", None)
+    found = context.scheduler.informers.get(name)
     return found if found is not None and found.synced.is_set() else None
 
 
-async def _list(memo: kopf.Memo, name: str) -> list[dict[str, Any]]:
+async def _list(context: OperatorContext, name: str) -> list[dict[str, Any]]:
     """Every object of an informed kind: from its informer, else listed."""
-    watcher = informer(memo, name)
+    watcher = informer(context, name)
     if watcher is not None:
         return watcher.objects()
     kind = INFORMED[name]
-    objects: list[dict[str, Any]] = await memo.kube.list(kind.api_version, kind.kind)
+    objects: list[dict[str, Any]] = await context.kube.list(kind.api_version, kind.kind)
     return objects
 
 
-async def read(memo: kopf.Memo) -> World:
+async def read(context: OperatorContext) -> World:
     """GPRs, GPUQueues and Colonies (from the informers, else listed at once), then the colony
     clusters in play."""
     all_gprs, queues, all_colonies, shares = await asyncio.gather(
-        _list(memo, "gpr"), _list(memo, "queue"), _list(memo, "colony"), read_visibility(memo.kube)
+        _list(context, "gpr"),
+        _list(context, "queue"),
+        _list(context, "colony"),
+        read_visibility(context.kube),
     )
-    gprs = [g for g in all_gprs if _watched(memo, g["metadata"]["namespace"])]
-    colonies = {request_key(c): c for c in all_colonies if _watched(memo, c["metadata"]["namespace"])}
+    gprs = [g for g in all_gprs if context.watches(g["metadata"]["namespace"])]
+    colonies = {request_key(c): c for c in all_colonies if context.watches(c["metadata"]["namespace"])}
     ready = {
         k: c
         for k, c in colonies.items()
         if (c.get("status") or {}).get("phase") == "Ready" and not c["metadata"].get("deletionTimestamp")
     }
     world = World(time.time(), gprs, queues, ready, colonies, shares)
-    await read_colonies(memo, world, sorted(_colonies_in_play(world)))
+    await read_colonies(context, world, sorted(_colonies_in_play(world)))
     return world
 
 
@@ -165,7 +167,7 @@ def _colonies_in_play(world: World) -> set[str]:
 NodesAndPods = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 
-async def read_colonies(memo: kopf.Memo, world: World, keys: list[str]) -> None:
+async def read_colonies(context: OperatorContext, world: World, keys: list[str]) -> None:
     """Nodes and unfinished pods of the Ready clusters of these colonies, all read concurrently
     under one deadline (CLUSTER_READ_TIMEOUT_S for the whole pass, not per colony): a colony whose
     clusters miss it is left out of this pass (its requests keep their GPUs, see fault_rules) while
@@ -175,7 +177,7 @@ async def read_colonies(memo: kopf.Memo, world: World, keys: list[str]) -> None:
     deadline = asyncio.get_running_loop().time() + CLUSTER_READ_TIMEOUT_S
     reads: dict[str, asyncio.Future[NodesAndPods]] = {}
     try:
-        views = await asyncio.gather(*(_read_colony(memo, world, key, reads, deadline) for key in keys))
+        views = await asyncio.gather(*(_read_colony(context, world, key, reads, deadline) for key in keys))
     finally:
         for task in reads.values():
             task.cancel()
@@ -192,7 +194,11 @@ def _succeeded(task: asyncio.Future[NodesAndPods]) -> bool:
 
 
 async def _read_colony(
-    memo: kopf.Memo, world: World, key: str, reads: dict[str, asyncio.Future[NodesAndPods]], deadline: float
+    context: OperatorContext,
+    world: World,
+    key: str,
+    reads: dict[str, asyncio.Future[NodesAndPods]],
+    deadline: float,
 ) -> list[ClusterView]:
     """Views of the Ready clusters of one colony that answered before the pass's deadline."""
     namespace, name = key.split("/", 1)
@@ -202,7 +208,7 @@ async def _read_colony(
         if cluster.get("phase") != "Ready":
             continue
         try:
-            client = await cluster_client(memo, namespace, name, cluster["name"], world.colonies[key])
+            client = await cluster_client(context, namespace, name, cluster["name"], world.colonies[key])
             server = str(client.api.configuration.host)
             if server not in reads:
                 reads[server] = asyncio.ensure_future(
@@ -219,7 +225,7 @@ async def _read_colony(
     return views
 
 
-async def read_own_colony(memo: kopf.Memo, status: Mapping[str, Any]) -> World:
+async def read_own_colony(context: OperatorContext, status: Mapping[str, Any]) -> World:
     """A World holding only the clients of the Ready clusters of the Ready colony a request holds
     GPUs on (the clusters `read` would give it; their nodes and pods are not read)."""
     world = World(time.time(), [], [], {}, {})
@@ -227,11 +233,11 @@ async def read_own_colony(memo: kopf.Memo, status: Mapping[str, Any]) -> World:
     if "/" not in key or not status.get("nodes"):
         return world
     namespace, name = key.split("/", 1)
-    watcher = informer(memo, "colony")
+    watcher = informer(context, "colony")
     colony = (
         watcher.get(key)
         if watcher is not None
-        else await memo.kube.get(COLONY.api_version, COLONY.kind, name, namespace)
+        else await context.kube.get(COLONY.api_version, COLONY.kind, name, namespace)
     )
     if (
         colony is None
@@ -243,7 +249,7 @@ async def read_own_colony(memo: kopf.Memo, status: Mapping[str, Any]) -> World:
         if cluster.get("phase") != "Ready":
             continue
         try:
-            client = await cluster_client(memo, namespace, name, cluster["name"], colony)
+            client = await cluster_client(context, namespace, name, cluster["name"], colony)
         except UNREACHABLE as error:
             log.warning("colony %s cluster %s unreachable: %s", key, cluster["name"], error)
             continue
@@ -251,9 +257,10 @@ async def read_own_colony(memo: kopf.Memo, status: Mapping[str, Any]) -> World:
     return world
 
 
-def gpr_queue(world: World, gpr: Mapping[str, Any]) -> str:
-    """The queue a GPR is charged to (see scheduling.queueing.rules.queue_name)."""
-    return request_queue(gpr, world.queues, world.namespace_queues, REQUIRE_QUEUE)
+def gpr_queue(world: World, gpr: Mapping[str, Any], require_queue: bool) -> str:
+    """The queue a GPR is charged to (see scheduling.queueing.rules.request_queue); `require_queue`:
+    the operator's OperatorSettings.require_queue (COLONY_REQUIRE_QUEUE)."""
+    return request_queue(gpr, world.queues, world.namespace_queues, require_queue)
 
 
 def candidate_colonies(world: World, gpr: Mapping[str, Any]) -> frozenset[str]:

@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
-
-import kopf
+from typing import TYPE_CHECKING, Any
 
 from colony import events
 from colony.api import GPR
-from colony.controllers.gpr.state import seen
 from colony.controllers.gpr.world import informer
 from colony.kube.informer import newer
 from colony.kube.resources import Conflict, NotFound
 from colony.labels import FINALIZER
 from colony.scheduling.fault_rules import transition_applies
 from colony.scheduling.queueing.objects import request_key
+
+if TYPE_CHECKING:
+    from colony.controllers.context import OperatorContext
 
 WRITE_CONCURRENCY = 24
 """Requests the loop applies decisions to at once (colony.kube.config.CONNECTIONS connections, which
@@ -47,17 +47,21 @@ async def concurrently(calls: Iterable[Awaitable[Any]], limit: int = WRITE_CONCU
         raise errors[0]
 
 
-def remember(memo: kopf.Memo, written: dict[str, Any]) -> None:
+def remember(context: OperatorContext, written: dict[str, Any]) -> None:
     """Keep a request version this process wrote (see `state.seen`; the informer keeps it too)."""
-    known, key = seen(memo), request_key(written)
+    known, key = context.scheduler.seen, request_key(written)
     if key not in known or newer(written, known[key]):
         known[key] = written
-    if (watcher := informer(memo)) is not None:
+    if (watcher := informer(context)) is not None:
         watcher.put(written)  # the next pass sees this write even before the watch brings it
 
 
 async def patch(
-    memo: kopf.Memo, gpr: Mapping[str, Any], status: Mapping[str, Any], *, only_if_unchanged: bool = False
+    context: OperatorContext,
+    gpr: Mapping[str, Any],
+    status: Mapping[str, Any],
+    *,
+    only_if_unchanged: bool = False,
 ) -> dict[str, Any] | None:
     """Merge-patch the GPR's status; the patched GPR, or None when it is gone or, with
     `only_if_unchanged`, when it changed since `gpr` was read (the status was computed from a stale
@@ -65,17 +69,17 @@ async def patch(
     meta = gpr["metadata"]
     version = meta.get("resourceVersion") if only_if_unchanged else None
     try:
-        patched: dict[str, Any] = await memo.kube.patch_status(
+        patched: dict[str, Any] = await context.kube.patch_status(
             GPR.api_version, GPR.kind, meta["name"], meta["namespace"], status, resource_version=version
         )
     except (NotFound, Conflict):
         return None
-    remember(memo, patched)
+    remember(context, patched)
     return patched
 
 
 async def write_on_version(
-    memo: kopf.Memo, gpr: Mapping[str, Any], update: StatusUpdate
+    context: OperatorContext, gpr: Mapping[str, Any], update: StatusUpdate
 ) -> tuple[dict[str, Any] | None, Mapping[str, Any] | None]:
     """Merge-patch `update(gpr)` onto exactly the version `gpr` is (resourceVersion precondition);
     after a 409 the request is read again and `update` is asked again on the fresh version, up to
@@ -90,7 +94,7 @@ async def write_on_version(
         if status is None:
             break
         try:
-            patched: dict[str, Any] = await memo.kube.patch_status(
+            patched: dict[str, Any] = await context.kube.patch_status(
                 GPR.api_version,
                 GPR.kind,
                 meta["name"],
@@ -101,9 +105,9 @@ async def write_on_version(
         except NotFound:
             return None, None
         except Conflict:
-            current = await memo.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
+            current = await context.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
             continue
-        remember(memo, patched)
+        remember(context, patched)
         return patched, patched
     return None, current
 
@@ -137,7 +141,9 @@ def moving(
     return update
 
 
-async def set_finalizer(memo: kopf.Memo, gpr: Mapping[str, Any], *, hold: bool) -> dict[str, Any] | None:
+async def set_finalizer(
+    context: OperatorContext, gpr: Mapping[str, Any], *, hold: bool
+) -> dict[str, Any] | None:
     """Put the operator's finalizer on a request (`hold`) or take it off: a merge patch of the
     whole list, onto the version it was computed from (after a 409 the request is read again).
     Returns the request as it now is (as given when there was nothing to do), None when it is gone
@@ -155,23 +161,23 @@ async def set_finalizer(memo: kopf.Memo, gpr: Mapping[str, Any], *, hold: bool) 
         wanted = [*finalizers, FINALIZER] if hold else [f for f in finalizers if f != FINALIZER]
         body = {"metadata": {"finalizers": wanted or None, "resourceVersion": meta.get("resourceVersion")}}
         try:
-            patched: dict[str, Any] = await memo.kube.patch(
+            patched: dict[str, Any] = await context.kube.patch(
                 GPR.api_version, GPR.kind, meta["name"], meta["namespace"], body
             )
         except NotFound:
             return None
         except Conflict:
-            current = await memo.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
+            current = await context.kube.get(GPR.api_version, GPR.kind, meta["name"], meta["namespace"])
             continue
-        remember(memo, patched)
+        remember(context, patched)
         return patched
     raise Conflict(409, "Conflict", f"finalizer of {request_key(gpr)}: the request kept changing")
 
 
 async def event(
-    memo: kopf.Memo, gpr: Mapping[str, Any], reason: str, message: str, warning: bool = False
+    context: OperatorContext, gpr: Mapping[str, Any], reason: str, message: str, warning: bool = False
 ) -> None:
     """A Kubernetes Event on the GPR (posted directly: this loop runs outside kopf's handlers)."""
     await events.post_now(
-        memo.kube, GPR.api_version, GPR.kind, gpr["metadata"], reason, message, warning=warning
+        context.kube, GPR.api_version, GPR.kind, gpr["metadata"], reason, message, warning=warning
     )
