@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import urlparse
 
-import kopf
 import pytest
 import yaml
 
 from colony.api import GPR
+from colony.controllers.context import OperatorContext, OperatorSettings
 from colony.controllers.gpr.writes import moving, write_on_version
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.environment import start_colony_cluster
@@ -199,18 +199,21 @@ async def test_a_phase_change_meeting_a_newer_version_is_retried_on_fresh_data_o
     API server's resourceVersion preconditions."""
     namespace = unwatched_namespace
     _apply(management, namespace, _gpr("r", "H100", 1, 1))
-    memo = kopf.Memo(kube=kube)
+    unused: Any = None  # the writes use only the management client
+    context = OperatorContext((), OperatorSettings(), kube, unused, (), unused, unused)
     read = await kube.patch_status(GPR.api_version, GPR.kind, "r", namespace, {"phase": "Queued"})
     management.kubectl("annotate", "gpr", "r", "-n", namespace, "touched=yes")  # a newer version
     admitted = {"phase": "Admitted", "message": "admitted"}
-    patched, _ = await write_on_version(memo, read, moving(read, admitted, (None, "Queued"), same_spec=True))
+    patched, _ = await write_on_version(
+        context, read, moving(read, admitted, (None, "Queued"), same_spec=True)
+    )
     assert patched is not None and patched["status"]["phase"] == "Admitted"
     assert patched["metadata"]["annotations"]["touched"] == "yes"  # written onto the fresh version
 
     # the fresh version is no longer Queued: an admission decided on the stale one is dropped
     stale = dict(read)
     evicted = {"phase": "Queued", "message": "evicted"}
-    dropped, seen = await write_on_version(memo, stale, moving(stale, admitted, (None, "Queued")))
+    dropped, seen = await write_on_version(context, stale, moving(stale, admitted, (None, "Queued")))
     assert dropped is None and seen is not None and seen["status"]["phase"] == "Admitted"
     # and a spec edit drops one that depends on the spec
     running = dict(patched)
@@ -218,7 +221,7 @@ async def test_a_phase_change_meeting_a_newer_version_is_retried_on_fresh_data_o
         "patch", "gpr", "r", "-n", namespace, "--type=merge", "-p", '{"spec":{"priority":150}}'
     )
     dropped, _ = await write_on_version(
-        memo, running, moving(running, evicted, ("Admitted",), same_spec=True)
+        context, running, moving(running, evicted, ("Admitted",), same_spec=True)
     )
     assert dropped is None
     assert (await kube.get(GPR.api_version, GPR.kind, "r", namespace) or {})["status"]["phase"] == "Admitted"

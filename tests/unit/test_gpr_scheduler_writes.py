@@ -9,9 +9,9 @@ import asyncio
 import time
 from typing import Any, cast
 
-import kopf
 import pytest
 
+from colony.controllers.context import OperatorContext, OperatorSettings
 from colony.controllers.gpr import accept as gpr_accept
 from colony.controllers.gpr import release as gpr_release
 from colony.controllers.gpr import report as gpr_report
@@ -22,7 +22,7 @@ from colony.controllers.gpr.apply import apply, preempt
 from colony.controllers.gpr.release import release_deleted, release_on_delete
 from colony.controllers.gpr.report import ESTIMATE_WRITES_PER_PASS, write_estimates
 from colony.controllers.gpr.reservations import finish_admissions, reserve_in_background
-from colony.controllers.gpr.state import ParseCache, reservations_in_flight
+from colony.controllers.gpr.state import ParseCache
 from colony.controllers.gpr.world import ClusterView, World
 from colony.controllers.gpr.writes import concurrently, remember
 from colony.kube.informer import Informer, newer
@@ -102,8 +102,11 @@ class _Kube:
         return None
 
 
-def _memo(kube: _Kube) -> kopf.Memo:
-    return cast(kopf.Memo, kopf.Memo(kube=kube, namespaces=["team"]))
+def _context(kube: _Kube) -> OperatorContext:
+    """An operator context watching namespace `team`, its management client `kube`; the clients
+    and helpers the loop's writes never touch are left out."""
+    unused: Any = None
+    return OperatorContext(("team",), OperatorSettings(), cast(Any, kube), unused, (), unused, unused)
 
 
 def test_positions_near_the_head_are_exact_further_back_within_a_tenth() -> None:
@@ -119,7 +122,7 @@ async def test_estimate_writes_are_bounded_heads_first_and_only_onto_the_version
     world = World(time.time(), gprs, [], {}, {})
     estimates = {f"team/r{i:04d}": Estimate(count - i, None, "waiting for quota") for i in range(count)}
     kube = _Kube(conflicts=frozenset({f"r{count - 1:04d}"}))
-    await write_estimates(_memo(kube), world, Decisions(estimates=estimates))
+    await write_estimates(_context(kube), world, Decisions(estimates=estimates))
     assert len(kube.patches) == ESTIMATE_WRITES_PER_PASS - 1  # the head's write met a newer version
     positions = [status["positionInQueue"] for _, status, _ in kube.patches]
     assert positions == list(range(2, ESTIMATE_WRITES_PER_PASS + 1))
@@ -132,7 +135,7 @@ async def test_unchanged_estimates_are_not_written_again() -> None:
     world = World(time.time(), [gpr], [], {}, {})
     kube = _Kube()
     await write_estimates(
-        _memo(kube), world, Decisions(estimates={"team/r": Estimate(3, None, "waiting for quota")})
+        _context(kube), world, Decisions(estimates={"team/r": Estimate(3, None, "waiting for quota")})
     )
     assert kube.patches == []
 
@@ -170,23 +173,23 @@ async def test_preemptions_are_written_before_any_admission() -> None:
         preemptions=tuple(Preempt(f"team/low{i}", f"team/high{i}", "priority") for i in range(5)),
     )
     kube = _Kube()
-    memo = _memo(kube)
+    context = _context(kube)
     by_key = {f"team/{g['metadata']['name']}": g for g in victims + winners}
-    await apply(memo, world, by_key, decisions)
+    await apply(context, world, by_key, decisions)
     phases = [status.get("phase") for _, status, _ in kube.patches]
     assert phases.count("Queued") == 5 and phases.count("Admitted") == 5 and phases.count("Ready") == 0
     assert max(i for i, p in enumerate(phases) if p == "Queued") < phases.index("Admitted")
     # the pass is done once every admission is in status; labels and Ready follow in the background
-    assert set(reservations_in_flight(memo)) == {f"team/high{i}" for i in range(5)}
+    assert set(context.scheduler.reservations_in_flight) == {f"team/high{i}" for i in range(5)}
     labelling.set()
-    await asyncio.gather(*reservations_in_flight(memo).values())
+    await asyncio.gather(*context.scheduler.reservations_in_flight.values())
     phases = [status.get("phase") for _, status, _ in kube.patches]
-    assert phases.count("Ready") == 5 and not reservations_in_flight(memo)
+    assert phases.count("Ready") == 5 and not context.scheduler.reservations_in_flight
 
 
 async def test_an_admission_finishing_in_the_background_is_not_redone_and_preemption_waits_for_it() -> None:
     kube = _Kube()
-    memo = _memo(kube)
+    context = _context(kube)
     on_n = [{"cluster": "c", "node": "n", "gpus": 1}]
     admitted = _gpr("a", phase="Admitted", colony="pool/pool", nodes=on_n)
     kube.objects["a"] = admitted
@@ -197,10 +200,12 @@ async def test_an_admission_finishing_in_the_background_is_not_redone_and_preemp
     async def held_announcement() -> None:
         await release.wait()
 
-    reserve_in_background(memo, world, admitted, held_announcement())
-    await finish_admissions(memo, world, {"team/a": admitted})
+    reserve_in_background(context, world, admitted, held_announcement())
+    await finish_admissions(context, world, {"team/a": admitted})
     assert kube.patches == []  # the in-flight admission is left to its own task
-    preemption = asyncio.create_task(preempt(memo, world, admitted, Preempt("team/a", "team/b", "priority")))
+    preemption = asyncio.create_task(
+        preempt(context, world, admitted, Preempt("team/a", "team/b", "priority"))
+    )
     await asyncio.sleep(0.01)
     assert kube.patches == [] and not preemption.done()  # it waits for Ready to be written first
     release.set()
@@ -230,7 +235,7 @@ def test_the_parse_cache_computes_once_per_key_and_forgets_what_a_pass_did_not_u
 async def test_a_deleted_request_is_released_without_listing_every_request() -> None:
     kube = _Kube()
     gpr = _gpr("done", phase="Ready", colony="pool/pool", nodes=[{"cluster": "c", "node": "n", "gpus": 1}])
-    await release_on_delete(_memo(kube), gpr)
+    await release_on_delete(_context(kube), gpr)
     assert kube.listed == []
     # its colony could not be read: the label left on its node is recorded on the colony
     key, value = ledger_entry(reservation_label("team/done"), ["c/n"])
@@ -257,12 +262,12 @@ async def test_a_phase_change_meeting_a_newer_version_is_redone_on_it_only_while
     update = gpr_writes.moving(read, released, ("Admitted", "Ready"), same_allocation=True)
     annotated = {**read, "metadata": {**read["metadata"], "resourceVersion": "7"}}
     kube = _ChangedOnce(annotated)
-    patched, _ = await gpr_writes.write_on_version(_memo(kube), read, update)
+    patched, _ = await gpr_writes.write_on_version(_context(kube), read, update)
     assert patched is not None and kube.gets == 1
     assert kube.patches == [("r", released, "7")]  # onto the fresh version, never over it
     for fresh in (None, _gpr("r", 7, phase="Queued")):  # gone, or no longer holding those GPUs
         kube = _ChangedOnce(fresh)
-        patched, seen = await gpr_writes.write_on_version(_memo(kube), read, update)
+        patched, seen = await gpr_writes.write_on_version(_context(kube), read, update)
         assert patched is None and seen is fresh and kube.patches == []
 
 
@@ -337,11 +342,11 @@ async def test_labels_put_on_a_request_deleted_during_its_admission_are_taken_of
     placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 2),))
     gpr = _gpr("short", phase="Queued")
     admit = Decisions(admitted=(Admit("team/short", placement),))
-    await _applied(_memo(_DeletedMeanwhile()), world, {"team/short": gpr}, admit)
+    await _applied(_context(_DeletedMeanwhile()), world, {"team/short": gpr}, admit)
     label = reservation_label("team/short")
     assert cluster.labels == [{label: "2"}, {label: None}]
     cluster.labels.clear()
-    await _applied(_memo(_Kube()), world, {"team/short": gpr}, admit)
+    await _applied(_context(_Kube()), world, {"team/short": gpr}, admit)
     assert cluster.labels == [{label: "2"}]  # not deleted: the reservation stays
 
 
@@ -353,16 +358,18 @@ async def test_a_request_is_ready_only_once_its_labels_are_written_and_read_back
         if cluster is not None:
             world.clusters[("pool/pool", "c")] = ClusterView("pool/pool", "c", cast(Any, cluster), [], [])
         kube = _Kube()
-        await _applied(_memo(kube), world, {"team/short": _gpr("short", phase="Queued")}, admit)
+        await _applied(_context(kube), world, {"team/short": _gpr("short", phase="Queued")}, admit)
         phases = [status.get("phase") for _, status, _ in kube.patches]
         assert "Ready" not in phases
         assert f"waiting to label node(s) c/n ({why})" in kube.patches[-1][1]["message"]
 
 
-async def _applied(memo: kopf.Memo, world: World, by_key: dict[str, Any], decisions: Decisions) -> None:
+async def _applied(
+    context: OperatorContext, world: World, by_key: dict[str, Any], decisions: Decisions
+) -> None:
     """`apply`, and the admissions it left to finish in the background."""
-    await apply(memo, world, by_key, decisions)
-    await asyncio.gather(*reservations_in_flight(memo).values())
+    await apply(context, world, by_key, decisions)
+    await asyncio.gather(*context.scheduler.reservations_in_flight.values())
 
 
 def test_candidate_colonies_are_narrowed_to_the_listed_ones_and_queue_name_is_honoured() -> None:
@@ -391,11 +398,11 @@ def test_candidate_colonies_are_narrowed_to_the_listed_ones_and_queue_name_is_ho
     assert gpr_world.candidate_colonies(world, gpr) == {"team/b", "ops/c"}
     gpr["spec"]["colonies"] = []
     assert gpr_world.candidate_colonies(world, gpr) == frozenset()
-    assert gpr_world.gpr_queue(world, gpr) == "gold"
+    assert gpr_world.gpr_queue(world, gpr, False) == "gold"
     gpr["spec"]["queueName"] = "gold"
-    assert gpr_world.gpr_queue(world, gpr) == "gold"
+    assert gpr_world.gpr_queue(world, gpr, False) == "gold"
     gpr["spec"]["queueName"] = "platinum"
-    assert "no GPUQueue of that name lists namespace team" in gpr_world.gpr_queue(world, gpr)
+    assert "no GPUQueue of that name lists namespace team" in gpr_world.gpr_queue(world, gpr, False)
 
 
 def test_informer_keeps_objects_without_managed_fields_and_kopf_diff_base() -> None:
@@ -455,7 +462,7 @@ async def test_colony_reads_run_concurrently_under_one_deadline(monkeypatch: pyt
     }
     clients = {s: _ColonyClient(s, hangs="hung" in s) for s in set(servers.values())}
 
-    async def cluster_client(memo: Any, namespace: str, name: str, cluster: str, colony: Any) -> Any:
+    async def cluster_client(context: Any, namespace: str, name: str, cluster: str, colony: Any) -> Any:
         return clients[servers[name]]
 
     monkeypatch.setattr(gpr_world, "cluster_client", cluster_client)
@@ -463,7 +470,7 @@ async def test_colony_reads_run_concurrently_under_one_deadline(monkeypatch: pyt
     colonies = {f"team/{n}": _ready_colony(n, ["main"]) for n in servers}
     world = World(time.time(), [], [], colonies, colonies)
     started = time.monotonic()
-    await gpr_world.read_colonies(cast(kopf.Memo, object()), world, sorted(colonies))
+    await gpr_world.read_colonies(_context(_Kube()), world, sorted(colonies))
     elapsed = time.monotonic() - started
     assert 0.45 < elapsed < 0.9, elapsed  # one deadline for both hung colonies, not two (1.0 s)
     assert list(world.clusters) == [("team/b-ok", "main"), ("team/d-ok", "main")]
@@ -486,7 +493,7 @@ async def test_admission_holds_the_finalizer_before_any_label_and_a_deleting_req
     cluster, kube = _Cluster(), _Kube()
     placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 1),))
     admit = Decisions(admitted=(Admit("team/r", placement),))
-    await _applied(_memo(kube), _colony_world([], cluster), {"team/r": _gpr("r", phase="Queued")}, admit)
+    await _applied(_context(kube), _colony_world([], cluster), {"team/r": _gpr("r", phase="Queued")}, admit)
     finalizer_patch = next(
         i for i, (kind, _, _) in enumerate(kube.object_patches) if kind == "GPUProvisioningRequest"
     )
@@ -501,7 +508,7 @@ async def test_admission_holds_the_finalizer_before_any_label_and_a_deleting_req
             return patched
 
     cluster, kube = _Cluster(), _Deleting()
-    await _applied(_memo(kube), _colony_world([], cluster), {"team/r": _gpr("r", phase="Queued")}, admit)
+    await _applied(_context(kube), _colony_world([], cluster), {"team/r": _gpr("r", phase="Queued")}, admit)
     assert cluster.labels == [] and "Ready" not in [status.get("phase") for _, status, _ in kube.patches]
 
 
@@ -511,25 +518,25 @@ async def test_a_request_gone_from_the_read_is_released_with_what_this_process_l
     """Read while Queued, admitted (status written) in that pass, deleted before the next read:
     the labels its admission put on come off, although no read ever showed it admitted."""
     cluster, kube = _Cluster(), _Kube()
-    memo = _memo(kube)
+    context = _context(kube)
     queued = _gpr("r", 1, phase="Queued")
-    assert not await release_deleted(memo, _colony_world([queued], cluster))
-    remember(memo, _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N))
+    assert not await release_deleted(context, _colony_world([queued], cluster))
+    remember(context, _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N))
 
-    async def own_colony(memo: Any, status: Any) -> World:
+    async def own_colony(context: Any, status: Any) -> World:
         return _colony_world([], cluster)
 
     monkeypatch.setattr(gpr_release, "read_own_colony", own_colony)
-    assert await release_deleted(memo, _colony_world([], cluster))
+    assert await release_deleted(context, _colony_world([], cluster))
     assert cluster.labels == [{reservation_label("team/r"): None}]
-    assert not await release_deleted(memo, _colony_world([], cluster))  # released once
+    assert not await release_deleted(context, _colony_world([], cluster))  # released once
 
 
 async def test_the_finalizer_is_let_go_once_a_request_holds_no_gpus_or_is_deleted_and_released(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cluster, kube = _Cluster(), _Kube()
-    memo = _memo(kube)
+    context = _context(kube)
 
     def held(name: str, **status: Any) -> dict[str, Any]:
         gpr = _gpr(name, **status)
@@ -544,11 +551,11 @@ async def test_the_finalizer_is_let_go_once_a_request_holds_no_gpus_or_is_delete
         deleting,
     ]
 
-    async def own_colony(memo: Any, status: Any) -> World:
+    async def own_colony(context: Any, status: Any) -> World:
         return _colony_world([], cluster)
 
     monkeypatch.setattr(gpr_release, "read_own_colony", own_colony)
-    assert await release_deleted(memo, _colony_world(gprs, cluster))
+    assert await release_deleted(context, _colony_world(gprs, cluster))
     let_go = {
         name: body["metadata"] for kind, name, body in kube.object_patches if kind == "GPUProvisioningRequest"
     }
@@ -561,7 +568,7 @@ async def test_specs_are_accepted_in_bulk_onto_the_version_read_oldest_first_and
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     kube = _Kube()
-    memo = _memo(kube)
+    context = _context(kube)
     monkeypatch.setattr(gpr_accept, "ACCEPTS_PER_PASS", 2)
     gprs = []
     for i, name in enumerate(["c", "a", "bad"]):
@@ -572,7 +579,7 @@ async def test_specs_are_accepted_in_bulk_onto_the_version_read_oldest_first_and
     done = _gpr("done", observedGeneration=1)
     done["metadata"]["generation"] = 1
     world = World(time.time(), [*gprs, done], [], {}, {})
-    await accept(memo, world)
+    await accept(context, world)
     assert [(name, status["observedGeneration"], version) for name, status, version in kube.patches] == [
         ("c", 1, "1"),
         ("a", 1, "1"),
@@ -580,7 +587,7 @@ async def test_specs_are_accepted_in_bulk_onto_the_version_read_oldest_first_and
     assert all(s["conditions"][0]["reason"] == "SpecValid" for _, s, _ in kube.patches)
     assert world.gprs[0]["metadata"]["resourceVersion"] == "99"  # later writes of the pass go onto it
     world.gprs = [g for g in world.gprs if g["metadata"]["name"] == "bad"]
-    await accept(memo, world)
+    await accept(context, world)
     name, status, _ = kube.patches[-1]
     assert name == "bad" and status["phase"] == "Failed"
     assert (

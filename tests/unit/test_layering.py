@@ -8,6 +8,8 @@ functions too.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,43 @@ def test_gpr_loop_modules_import_only_the_steps_before_them() -> None:
             if imported.startswith("colony.controllers.gpr.")
         }
         assert inside <= set(GPR_LOOP_ORDER[:index]), f"{name} imports {inside - set(GPR_LOOP_ORDER[:index])}"
+
+
+def _runtime_imports(path: Path) -> list[str]:
+    """The modules `path` imports when it runs (its imports outside `if TYPE_CHECKING:` blocks)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    skipped = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for inner in ast.walk(node)
+    }
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+def test_the_scheduler_state_imports_no_controller_so_the_context_can_hold_it() -> None:
+    """`controllers.context` imports `gpr.state` (OperatorContext.scheduler): neither that module
+    nor the package's `__init__` (run first) may import a controller, or importing the context
+    would import itself."""
+    package = SRC / "controllers" / "gpr"
+    for name in ("__init__", "state"):
+        found = [m for m in _runtime_imports(package / f"{name}.py") if m.startswith("colony.controllers")]
+        assert found == [], f"gpr/{name}.py imports {found}"
+
+
+def test_the_context_imports_first_and_the_handlers_after_it() -> None:
+    """Whichever is imported first (the context, or the package of handlers), both load."""
+    for first in ("colony.controllers.context", "colony.controllers.gpr.world", "colony.controllers"):
+        subprocess.run(
+            [sys.executable, "-c", f"import {first}; import colony.controllers; import colony.operator"],
+            check=True,
+            cwd=SRC.parents[1],
+        )

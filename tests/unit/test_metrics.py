@@ -193,11 +193,13 @@ class _FakeKube:
 def test_gpr_release_tears_down_its_colony_once_and_observes_the_latency() -> None:
     import time
 
+    from colony.controllers.context import OperatorContext, OperatorSettings
     from colony.controllers.gpr.release import teardown_if_unused
     from colony.controllers.gpr.world import World
 
     kube = _FakeKube()
-    memo = kopf.Memo(kube=kube)
+    unused: Any = None
+    context = OperatorContext((), OperatorSettings(), cast(Any, kube), unused, (), unused, unused)
     gpr = {
         "metadata": {"name": "burst", "namespace": "ns", "uid": "u-1"},
         "status": {"phase": "Ready", "provisionedColony": "gpr-burst", "colony": "ns/gpr-burst"},
@@ -206,7 +208,7 @@ def test_gpr_release_tears_down_its_colony_once_and_observes_the_latency() -> No
     world = World(time.time(), [gpr], [], {}, {"ns/gpr-burst": colony})
     count = _value("colony_teardown_latency_seconds_count", trigger="gpr")
     total = _value("colony_teardown_latency_seconds_sum", trigger="gpr")
-    asyncio.run(teardown_if_unused(cast(kopf.Memo, memo), world, gpr, released_at=time.time() - 2))
+    asyncio.run(teardown_if_unused(context, world, gpr, released_at=time.time() - 2))
     assert kube.deleted == ["gpr-burst"]
     assert _value("colony_teardown_latency_seconds_count", trigger="gpr") == count + 1
     assert 2 <= _value("colony_teardown_latency_seconds_sum", trigger="gpr") - total < 10
@@ -218,6 +220,6 @@ def test_gpr_release_tears_down_its_colony_once_and_observes_the_latency() -> No
 
     # Deleting the GPR later asks again for the (already deleting) colony: no second teardown counted.
     colony["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    asyncio.run(teardown_if_unused(cast(kopf.Memo, memo), world, gpr))
+    asyncio.run(teardown_if_unused(context, world, gpr))
     assert _value("colony_teardown_latency_seconds_count", trigger="gpr") == count + 1
     assert len(kube.created) == 1
