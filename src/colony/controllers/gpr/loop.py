@@ -1,6 +1,7 @@
-"""The GPR scheduling loop: one pass once a second or on a change (kopf startup/cleanup handlers
-run it; a GPUQueue event, or a GPR created or deleted, wakes it). `run_pass` is the whole pass,
-one call per step."""
+"""The GPR scheduling loop: one pass every schedule_interval_s (default a second) or on a change
+(kopf startup/cleanup handlers run it on the operator's context, taken once from kopf's memo; a
+GPUQueue event, or a GPR created or deleted, wakes it). `run_pass` is the whole pass, one call per
+step."""
 
 from __future__ import annotations
 
