@@ -22,7 +22,7 @@ from colony.controllers.gpr.apply import apply, preempt
 from colony.controllers.gpr.release import release_deleted, release_on_delete
 from colony.controllers.gpr.report import ESTIMATE_WRITES_PER_PASS, write_estimates
 from colony.controllers.gpr.reservations import finish_admissions, reserve_in_background
-from colony.controllers.gpr.state import ParseCache, reservations_in_flight
+from colony.controllers.gpr.state import ParseCache, reservations_in_flight, seen
 from colony.controllers.gpr.world import ClusterView, World
 from colony.controllers.gpr.writes import concurrently, remember
 from colony.kube.informer import Informer, newer
@@ -523,6 +523,20 @@ async def test_a_request_gone_from_the_read_is_released_with_what_this_process_l
     assert await release_deleted(memo, _colony_world([], cluster))
     assert cluster.labels == [{reservation_label("team/r"): None}]
     assert not await release_deleted(memo, _colony_world([], cluster))  # released once
+
+
+async def test_the_requests_seen_are_the_informers_copies_unless_this_process_wrote_a_newer_one() -> None:
+    """What this process wrote is kept only while the read has not caught up with it: then the
+    read's (trimmed, compact) copy replaces the written one (a full PATCH answer, managedFields too)."""
+    cluster, kube = _Cluster(), _Kube()
+    memo = _memo(kube)
+    remember(memo, _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N))
+    written = seen(memo)["team/r"]
+    assert not await release_deleted(memo, _colony_world([_gpr("r", 1, phase="Queued")], cluster))
+    assert seen(memo)["team/r"] is written  # the read is behind: the written version stays
+    caught_up = _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N)
+    assert not await release_deleted(memo, _colony_world([caught_up], cluster))
+    assert seen(memo)["team/r"] is caught_up
 
 
 async def test_the_finalizer_is_let_go_once_a_request_holds_no_gpus_or_is_deleted_and_released(

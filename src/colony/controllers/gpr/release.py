@@ -187,7 +187,8 @@ async def release_deleted(memo: kopf.Memo, world: World) -> bool:
         if key not in gone or newer(last, gone[key]):
             gone[key] = last
     memo.gpr_deleted = []
-    memo.gpr_seen = {k: known[k] if k in known and newer(known[k], g) else g for k, g in current.items()}
+    # the informer's (trimmed, compact) copy unless this process wrote a strictly newer version
+    memo.gpr_seen = {k: known[k] if k in known and not newer(g, known[k]) else g for k, g in current.items()}
     for key, gpr in sorted(gone.items()):
         if key in current:
             continue  # deleted and created again under the same name: the new one is live
