@@ -9,7 +9,9 @@ from setuptools import setup
 COMPILED = sorted(
     str(p)
     for p in Path("src/colony/scheduling/queueing").glob("*.py")
-    if p.name not in {"__init__.py", "objects.py"}  # objects.py converts Kubernetes objects: not hot
+    # objects.py converts Kubernetes objects and rules.py applies per-request rules (visibility):
+    # not hot, and they import pydantic models, which an isolated wheel build does not have
+    if p.name not in {"__init__.py", "objects.py", "rules.py"}
 )
 
 ext_modules = []

@@ -87,9 +87,10 @@ within the margin lease duration - renew deadline, after which a successor may s
 def standby_registry(webhook: WebhookOptions | None) -> kopf.OperatorRegistry:
     """What a follower serves while it waits for the Lease: the validating webhook (it writes
     nothing), and through kopf the liveness endpoint. No handler that watches or writes objects.
-    It logs in as kopf's default registry does (through the kubernetes client library's config)."""
+    It logs in as kopf's default registry does without the sync client library (colony.import_guard):
+    through kubernetes_asyncio's config (in-cluster service account, else the kubeconfig)."""
     registry = kopf.OperatorRegistry()
-    kopf.on.login(registry=registry)(kopf.login_via_client)
+    kopf.on.login(registry=registry)(kopf.login_via_async_client)
     if webhook is not None:
         from colony.controllers import webhook as admission
 

@@ -532,6 +532,20 @@ async def test_a_request_gone_from_the_read_is_released_with_what_this_process_l
     assert not await release_deleted(context, _colony_world([], cluster))  # released once
 
 
+async def test_the_requests_seen_are_the_informers_copies_unless_this_process_wrote_a_newer_one() -> None:
+    """What this process wrote is kept only while the read has not caught up with it: then the
+    read's (trimmed, compact) copy replaces the written one (a full PATCH answer, managedFields too)."""
+    cluster, kube = _Cluster(), _Kube()
+    context = _context(kube)
+    remember(context, _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N))
+    written = context.scheduler.seen["team/r"]
+    assert not await release_deleted(context, _colony_world([_gpr("r", 1, phase="Queued")], cluster))
+    assert context.scheduler.seen["team/r"] is written  # the read is behind: the written version stays
+    caught_up = _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N)
+    assert not await release_deleted(context, _colony_world([caught_up], cluster))
+    assert context.scheduler.seen["team/r"] is caught_up
+
+
 async def test_the_finalizer_is_let_go_once_a_request_holds_no_gpus_or_is_deleted_and_released(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

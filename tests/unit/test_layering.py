@@ -149,3 +149,37 @@ def test_the_context_imports_first_and_the_handlers_after_it() -> None:
             check=True,
             cwd=SRC.parents[1],
         )
+
+
+def _compiled_modules() -> list[Path]:
+    """The modules setup.py hands to mypyc: queueing/*.py less the names in its exclusion set."""
+    setup = ast.parse((SRC.parents[1] / "setup.py").read_text())
+    excluded = next(
+        {elt.value for elt in node.elts if isinstance(elt, ast.Constant)}
+        for node in ast.walk(setup)
+        if isinstance(node, ast.Set)
+        and any(isinstance(e, ast.Constant) and e.value == "__init__.py" for e in node.elts)
+    )
+    return [p for p in sorted((SRC / "scheduling" / "queueing").glob("*.py")) if p.name not in excluded]
+
+
+def test_compiled_modules_reach_only_the_standard_library() -> None:
+    """The image compiles them in an isolated build that has only setuptools and mypy: whatever they
+    import, directly or through other colony modules, must resolve there (no pydantic, no kopf)."""
+    seen: set[Path] = set()
+    outside: set[str] = set()
+    todo = _compiled_modules()
+    assert todo, "setup.py compiles nothing"
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top == "colony":
+                module = SRC.parent / Path(*name.split("."))
+                todo += [p for p in (module.with_suffix(".py"), module / "__init__.py") if p.is_file()]
+            elif top not in sys.stdlib_module_names and top != "__future__":
+                outside.add(f"{path.relative_to(SRC)} imports {name}")
+    assert not outside, sorted(outside)

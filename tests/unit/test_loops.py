@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from colony.controllers.loops import first_error, gather_bounded, run_passes
+import pytest
+
+from colony.controllers.loops import first_error, gather_bounded, run_all, run_passes
 
 
 def test_a_failing_pass_does_not_stop_the_loop() -> None:
@@ -69,3 +71,17 @@ def test_gather_bounded_respects_its_limit_and_keeps_results_in_order() -> None:
     error = first_error(results)
     assert isinstance(error, ValueError) and str(error) == "three"
     assert first_error([1, 2]) is None
+
+
+def test_run_all_finishes_every_call_then_raises_the_first_error() -> None:
+    finished: list[int] = []
+
+    async def call(i: int) -> None:
+        await asyncio.sleep(0.01 * (5 - i))  # later calls end first
+        finished.append(i)
+        if i in (1, 3):
+            raise ValueError(f"call {i}")
+
+    with pytest.raises(ValueError, match="call 1"):
+        asyncio.run(run_all((call(i) for i in range(5)), 2))
+    assert sorted(finished) == [0, 1, 2, 3, 4]

@@ -171,6 +171,9 @@ def operator(
     With --leader-election-namespace, several replicas may run: the holder of the Lease runs the
     handlers and loops, the others serve the webhook and liveness and take over when it dies.
     """
+    from colony.import_guard import keep_unused_clients_out
+
+    keep_unused_clients_out()  # before kopf is imported
     from colony.kube.leader import ElectionTimings
     from colony.operator import LeaderElection, run_operator
     from colony.settings import SettingsError

@@ -4,11 +4,10 @@ and clean up on deletion. Never blocks: waiting is a TemporaryError or the next 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import logging
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +22,7 @@ from colony.api.ddpjob import DDPJobSpec
 from colony.controllers.acceptance import accept_spec
 from colony.controllers.cluster_access import MANAGEMENT, cluster_client
 from colony.controllers.context import OperatorContext, context_of
+from colony.controllers.loops import run_all
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, KubeApiError, NotFound
 from colony.labels import ATTEMPT_LABEL, JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
@@ -45,6 +45,8 @@ SETTLE_AFTER_S = 5.0
 """A finished job whose ephemeral colony still runs other jobs leaves its teardown to the last of
 them, once it has been finished this long (so that two jobs finishing at once cannot both leave it
 to the other: each sees the other finished by then)."""
+LAUNCH_CONCURRENCY = 32
+"""Creates of one launch in flight at once (a job of many nodes launches in waves of this size)."""
 DELETE_RETRIES = 3
 DELETE_RETRY_DELAY_S = 2.0
 CLEANUP_KINDS = (
@@ -194,13 +196,6 @@ async def _create_unless_present(target: Kube, manifest: Mapping[str, Any]) -> N
         await target.create(manifest, field_manager=FIELD_MANAGER)
 
 
-async def _all(writes: Iterable[Awaitable[Any]]) -> None:
-    """Run the writes together; raise the first error once all are done (none is left running)."""
-    for result in await asyncio.gather(*writes, return_exceptions=True):
-        if isinstance(result, BaseException):
-            raise result
-
-
 async def _launch(
     target: Kube, job: JobRef, spec: DDPJobSpec, attempt: int, wandb: SecretKeyReference | None
 ) -> None:
@@ -208,8 +203,8 @@ async def _launch(
     PodGroup exists before its pods; a crash in between is converged by the next launch)."""
     rendered = render_ddpjob(job, spec, attempt=attempt, wandb_secret=wandb)
     first = [rendered.service, *([rendered.pod_group] if rendered.pod_group else [])]
-    await _all(_create_unless_present(target, manifest) for manifest in first)
-    await _all(_create_unless_present(target, pod) for pod in rendered.pods)
+    await run_all((_create_unless_present(target, manifest) for manifest in first), LAUNCH_CONCURRENCY)
+    await run_all((_create_unless_present(target, pod) for pod in rendered.pods), LAUNCH_CONCURRENCY)
 
 
 async def _start_attempt(
@@ -357,7 +352,7 @@ async def track_ddpjob(
     wandb = parsed.wandb_api_key_secret_ref
     pods = await target.list("v1", "Pod", meta["namespace"], label_selector=f"{JOB_LABEL}={meta['name']}")
     progress = job_progress(pods, parsed.parallelism, int(status.get("attempt") or 0), parsed.backoff_limit)
-    started = _parse_time(meta.get("creationTimestamp"))
+    started = parse_time(meta.get("creationTimestamp")) or datetime.now(UTC)
     if progress.phase not in TERMINAL_PHASES and expired(
         started, parsed.active_deadline_seconds, datetime.now(UTC)
     ):
@@ -442,7 +437,7 @@ async def _after_finish(
     """Delete the job's GPR; tear down its ephemeral colony once no other job needs it; delete the job
     after its TTL. Marks the job settled (settledAt) once nothing but the TTL is left to do."""
     meta = body["metadata"]
-    finished = _parse_time(status.get("completionTime"))
+    finished = parse_time(status.get("completionTime")) or datetime.now(UTC)
     now = datetime.now(UTC)
     colony_done = await _colony_follow_up(context, body, status, patch, finished, now, logger)
     if status.get("gpuRequest"):
@@ -502,17 +497,13 @@ async def _expire_when_due(
     """A settled job with a TTL: wait for it (unless the timer is stopped first), then delete the job."""
     if spec.ttl_seconds_after_finished is None:
         return
-    finished = _parse_time(status.get("completionTime"))
+    finished = parse_time(status.get("completionTime")) or datetime.now(UTC)
     remaining = (spec.ttl_seconds_after_finished or 0) - (datetime.now(UTC) - finished).total_seconds()
     if remaining > 0:
         await stopped.wait(remaining)
         if stopped:
             return
     await _expire(context, body, spec)
-
-
-def _parse_time(value: Any) -> datetime:
-    return parse_time(value) or datetime.now(UTC)
 
 
 @kopf.on.delete(DDPJOB.group, DDPJOB.version, DDPJOB.plural)

@@ -68,3 +68,11 @@ async def gather_bounded(calls: Iterable[Awaitable[T]], limit: int) -> list[T | 
 def first_error(results: Iterable[object]) -> BaseException | None:
     """The first exception among gather_bounded's results (None when every call succeeded)."""
     return next((r for r in results if isinstance(r, BaseException)), None)
+
+
+async def run_all(calls: Iterable[Awaitable[object]], limit: int) -> None:
+    """Await every call, at most `limit` at once; once all are done, raise the first error (a
+    failure never cancels the others, and none is left running)."""
+    error = first_error(await gather_bounded(calls, limit))
+    if error is not None:
+        raise error

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -66,14 +67,34 @@ DROPPED_ANNOTATIONS = (LAST_HANDLED_ANNOTATION,)
 """Annotations no reader of an informer needs: kopf's diff base repeats the whole spec."""
 
 
+SHARED_STRING_MAX = 64
+"""Strings up to this length are shared between the objects an informer keeps (sys.intern)."""
+
+
+def compact(value: Any) -> Any:
+    """`value` rebuilt with one shared copy of each dict key and short string.
+
+    Each watch event is parsed on its own, so every object comes with its own copies of the same
+    keys ("metadata", "lastTransitionTime", ...) and values ("True", a reason, a queue name): shared,
+    a stored GPR takes 2.0 KB instead of 5.1 KB (tests/unit/test_informer.py measures it)."""
+    if isinstance(value, dict):
+        return {sys.intern(k) if isinstance(k, str) else k: compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(item) for item in value]
+    if isinstance(value, str) and len(value) <= SHARED_STRING_MAX:
+        return sys.intern(value)
+    return value
+
+
 def trimmed(obj: Mapping[str, Any]) -> dict[str, Any]:
     """`obj` without what only the API server and kopf read (managedFields, kopf's diff base): a
-    third to half of a stored GPR, times the thousands an informer keeps."""
+    third to half of a stored GPR, times the thousands an informer keeps; compacted (`compact`)."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
     annotations = meta.get("annotations")
     if annotations and any(key in annotations for key in DROPPED_ANNOTATIONS):
         meta["annotations"] = {k: v for k, v in annotations.items() if k not in DROPPED_ANNOTATIONS}
-    return {**obj, "metadata": meta}
+    stored: dict[str, Any] = compact({**obj, "metadata": meta})
+    return stored
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
