@@ -147,7 +147,9 @@ def start_operator(
     process = ManagedProcess("operator", argv, log, env=env)
     process.start()
     try:
-        process.wait_until(lambda: "Client is configured" in log.read_text(), 60, "a configured client")
+        process.wait_until(
+            lambda: "client is configured" in log.read_text().lower(), 60, "a configured client"
+        )
     except BaseException:
         process.stop()
         raise

@@ -169,7 +169,9 @@ class Operator:
         self.process = ManagedProcess("operator", argv, self.log, env=env)
         self.process.start()
         try:
-            self.process.wait_until(lambda: "Client is configured" in self.log.read_text(), 60, "a client")
+            self.process.wait_until(
+                lambda: "client is configured" in self.log.read_text().lower(), 60, "a client"
+            )
         except BaseException:
             self.process.stop()
             raise

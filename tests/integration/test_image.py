@@ -151,7 +151,7 @@ def test_image_operator_makes_existing_colony_ready_and_runs_a_ddpjob(
     process.start()
     try:
         process.wait_until(
-            lambda: "Client is configured" in process.log_tail(200), 120, "a configured client"
+            lambda: "client is configured" in process.log_tail(200).lower(), 120, "a configured client"
         )
         process.wait_until(
             lambda: urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2).status == 200,

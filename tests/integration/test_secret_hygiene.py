@@ -98,7 +98,9 @@ def _operator(cluster: LocalCluster, tmp_path: Path) -> ManagedProcess:
     process = ManagedProcess("operator", argv, log, env={**os.environ, "KUBECONFIG": str(kubeconfig)})
     process.start()
     try:
-        process.wait_until(lambda: "Client is configured" in log.read_text(), 60, "a configured client")
+        process.wait_until(
+            lambda: "client is configured" in log.read_text().lower(), 60, "a configured client"
+        )
     except BaseException:
         process.stop()
         raise
