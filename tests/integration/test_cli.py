@@ -46,6 +46,10 @@ def cli_process(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str
     return subprocess.run([str(COLONY_BIN), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Submission:
     """`colony jobs submit FILE --wait` running in the background, its stdout in a file or, with
     `tty`, on a pseudo-terminal (rich's live view), its stderr in a file."""
@@ -64,7 +68,11 @@ class Submission:
                 self.process = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
                 return
             leader, follower = pty.openpty()
-            self.process = subprocess.Popen(argv, env=env, stdout=follower, stderr=err)
+            # as from a terminal: Ctrl-C reaches it even when these tests run as a background job
+            # (whose children inherit SIGINT ignored, and Python then never raises KeyboardInterrupt)
+            self.process = subprocess.Popen(
+                argv, env=env, stdout=follower, stderr=err, preexec_fn=_default_sigint
+            )
             os.close(follower)
             self._terminal = []
             threading.Thread(target=self._drain, args=(leader,), daemon=True).start()
