@@ -5,13 +5,13 @@ next pass knows it even before the watch brings it."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from colony import events
 from colony.api import GPR
 from colony.controllers.gpr.world import informer
+from colony.controllers.loops import run_all
 from colony.kube.informer import newer
 from colony.kube.resources import Conflict, NotFound
 from colony.labels import FINALIZER
@@ -33,18 +33,9 @@ StatusUpdate = Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
 
 
 async def concurrently(calls: Iterable[Awaitable[Any]], limit: int = WRITE_CONCURRENCY) -> None:
-    """Await `calls` with at most `limit` in flight; every call runs to its end, then the first
-    error (if any) is raised."""
-    semaphore = asyncio.Semaphore(limit)
-
-    async def bounded(call: Awaitable[Any]) -> None:
-        async with semaphore:
-            await call
-
-    results = await asyncio.gather(*(bounded(call) for call in calls), return_exceptions=True)
-    errors = [r for r in results if isinstance(r, BaseException)]
-    if errors:
-        raise errors[0]
+    """`loops.run_all` at the loop's write concurrency: at most `limit` in flight, every call runs
+    to its end, then the first error (if any) is raised."""
+    await run_all(calls, limit)
 
 
 def remember(context: OperatorContext, written: dict[str, Any]) -> None:
