@@ -10,8 +10,10 @@ DDP training. The real exit codes are then reported on the kwok pods, and the jo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -28,6 +30,7 @@ from tests.integration.test_ddpjob_controller import _finish, _job, _pods, _read
 
 SCRIPT = EXAMPLES / "ddp_smoke_train.py"
 WORKER_TIMEOUT_S = 240
+STORE_WAIT_S = 60
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +76,20 @@ def _run_as_kubelet(pod: dict[str, Any], torch_bin: Path, hosts: Path, log: Path
         )
 
 
+def _wait_for_port(host: str, port: int, worker: subprocess.Popen[bytes], log: Path) -> None:
+    """Until the rank-0 worker's rendezvous store listens: in a cluster only that pod's address
+    matches the endpoint, so it alone hosts the store; here every worker is on 127.0.0.1, and the
+    first to bind would host it."""
+    deadline = time.monotonic() + STORE_WAIT_S
+    while time.monotonic() < deadline:
+        assert worker.poll() is None, f"rank-0 worker exited early:\n{log.read_text()[-3000:]}"
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+            return
+        time.sleep(0.2)
+    tail = log.read_text()[-3000:]
+    raise AssertionError(f"rank-0 store not listening on {port} after {STORE_WAIT_S}s:\n{tail}")
+
+
 def _wait_all(workers: list[subprocess.Popen[bytes]], logs: list[Path]) -> list[int]:
     deadline = time.monotonic() + WORKER_TIMEOUT_S
     try:
@@ -109,7 +126,9 @@ def test_rendered_pods_train_together_with_real_torchrun(
     hosts = _hosts_file(tmp_path, [rank0_host])
     logs = [tmp_path / f"{pod['metadata']['name']}.log" for pod in pods]
     started = time.monotonic()
-    workers = [_run_as_kubelet(pod, torch_bin, hosts, log) for pod, log in zip(pods, logs, strict=True)]
+    workers = [_run_as_kubelet(pods[0], torch_bin, hosts, logs[0])]
+    _wait_for_port("127.0.0.1", int(_pod_env(pods[0])["PET_MASTER_PORT"]), workers[0], logs[0])
+    workers.append(_run_as_kubelet(pods[1], torch_bin, hosts, logs[1]))
     exit_codes = _wait_all(workers, logs)
     elapsed = time.monotonic() - started
     output = "\n".join(f"--- {log.name}\n{log.read_text()[-3000:]}" for log in logs)
