@@ -15,7 +15,7 @@ cache="${COLONY_CACHE_DIR:-$HOME/.cache/colony-operator}"
 # Tracked and untracked (not ignored) sources that exist: a working tree with uncommitted changes
 # gets its own build.
 hash="$(cd "$root" && git ls-files -co --exclude-standard src | sort | while read -r f; do [ -f "$f" ] && cat "$f"; done \
-  | cat setup.py pyproject.toml - | sha256sum | cut -c1-16)"
+  | cat setup.py pyproject.toml hack/build-compiled.sh - | sha256sum | cut -c1-16)"
 out="$cache/compiled-$hash"
 if [[ -f "$out/.complete" ]]; then
   echo "$out"
@@ -26,8 +26,15 @@ log() { printf '[build-compiled] %s\n' "$*" >&2; }
 start=$SECONDS
 rm -rf "$out" "$out.wheel"
 log "compiling the scheduler core with mypyc into $out"
+# From a clean copy of the sources, as the image does: pip builds in the source tree, and a stale
+# setuptools build/ directory there (left by an earlier build) would put modules compiled from
+# older sources into this wheel.
+sources="$(mktemp -d)"
+trap 'rm -rf "$sources"' EXIT
+(cd "$root" && git ls-files -co --exclude-standard -z pyproject.toml setup.py README.md src \
+  | xargs -0 -I{} sh -c '[ -f "$1" ] && cp --parents "$1" "$0"' "$sources" {})
 COLONY_COMPILE=1 "$python" -m pip wheel --quiet --disable-pip-version-check --no-deps \
-  --wheel-dir "$out.wheel" "$root" >&2
+  --wheel-dir "$out.wheel" "$sources" >&2
 "$python" -m zipfile -e "$out.wheel"/colony_operator-*.whl "$out"
 # the venv has the project installed already: its metadata here would be a second copy
 rm -rf "$out.wheel" "$out"/*.dist-info
