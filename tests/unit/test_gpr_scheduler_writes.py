@@ -38,7 +38,13 @@ from colony.scheduling.queueing.model import (
     Preempt,
 )
 from colony.scheduling.queueing.objects import gpu_nodes, reservation_label
-from colony.scheduling.queueing.rules import estimate_update, known_reservations, position_moved
+from colony.scheduling.queueing.rules import (
+    ESTIMATE_REFRESH_S,
+    estimate_update,
+    is_prompt,
+    known_reservations,
+    position_moved,
+)
 from colony.scheduling.visibility import visibility
 
 
@@ -128,6 +134,42 @@ async def test_estimate_writes_are_bounded_heads_first_and_only_onto_the_version
     assert positions == list(range(2, ESTIMATE_WRITES_PER_PASS + 1))
     assert all(version == str(10 + count - status["positionInQueue"]) for _, status, version in kube.patches)
     assert kube.most_in_flight <= gpr_report.ESTIMATE_WRITE_CONCURRENCY
+
+
+def test_new_requests_heads_and_queue_changes_are_prompt_the_rest_waits_for_a_refresh() -> None:
+    assert is_prompt({}, {"phase": "Queued", "positionInQueue": 400})  # a new request
+    assert is_prompt({"positionInQueue": 3}, {"queue": "gpu"})
+    assert is_prompt({"positionInQueue": 12}, {"positionInQueue": 10})  # reaches the head
+    assert is_prompt({"positionInQueue": 2}, {"positionInQueue": 30})  # leaves it
+    assert not is_prompt({"positionInQueue": 400}, {"positionInQueue": 300})
+    assert not is_prompt({"positionInQueue": 3}, {"estimatedWaitSeconds": 60})
+    assert not is_prompt({"positionInQueue": 3}, {"message": "waiting for quota"})
+
+
+async def test_deep_positions_and_estimates_are_rewritten_once_per_refresh() -> None:
+    head = _gpr("head", phase="Queued", positionInQueue=2, message="waiting for quota", queue=None)
+    deep = _gpr("deep", phase="Queued", positionInQueue=400, message="waiting for quota", queue=None)
+    fresh = _gpr("fresh")
+    estimates = {
+        "team/head": Estimate(1, None, "waiting for quota"),
+        "team/deep": Estimate(300, None, "waiting for quota"),
+        "team/fresh": Estimate(301, None, "waiting for quota"),
+    }
+    now = time.time()
+    kube = _Kube()
+    context = _context(kube)
+    context.scheduler.estimates_refreshed_at = now - 1  # refreshed a second ago
+    await write_estimates(
+        context, World(now, [head, deep, fresh], [], {}, {}), Decisions(estimates=estimates)
+    )
+    assert sorted(name for name, _, _ in kube.patches) == ["fresh", "head"]
+    kube.patches.clear()
+    later = now + ESTIMATE_REFRESH_S
+    await write_estimates(
+        context, World(later, [head, deep, fresh], [], {}, {}), Decisions(estimates=estimates)
+    )
+    assert sorted(name for name, _, _ in kube.patches) == ["deep", "fresh", "head"]
+    assert context.scheduler.estimates_refreshed_at == later
 
 
 async def test_unchanged_estimates_are_not_written_again() -> None:

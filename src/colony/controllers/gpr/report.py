@@ -20,8 +20,10 @@ from colony.scheduling.offers.gpu_names import normalize_gpu
 from colony.scheduling.queueing.model import Decisions, GpuNode, GpuRequest, QueueQuota, RunningRequest
 from colony.scheduling.queueing.objects import request_key
 from colony.scheduling.queueing.rules import (
+    ESTIMATE_REFRESH_S,
     NAMESPACE_QUEUE_PREFIX,
     estimate_update,
+    is_prompt,
     public_queue,
     queue_usage,
 )
@@ -139,9 +141,13 @@ def _start_unless_running(
 async def write_estimates(context: OperatorContext, world: World, decisions: Decisions) -> None:
     """The estimate updates that changed enough (scheduling.queueing.rules.estimate_update), at
     most ESTIMATE_WRITES_PER_PASS of them, in the order of queue positions (the heads of every queue
-    first). Each applies only to the version of the request the pass read: one admitted or changed
-    since keeps its newer status."""
+    first): the prompt ones (is_prompt) on every pass, the others once every ESTIMATE_REFRESH_S.
+    Each applies only to the version of the request the pass read: one admitted or changed since
+    keeps its newer status."""
     by_key = {request_key(g): g for g in world.gprs}
+    refresh = world.now - context.scheduler.estimates_refreshed_at >= ESTIMATE_REFRESH_S
+    if refresh:
+        context.scheduler.estimates_refreshed_at = world.now
     updates = []
     for key, estimate in sorted(decisions.estimates.items(), key=lambda item: (item[1].position, item[0])):
         gpr = by_key.get(key)
@@ -155,7 +161,7 @@ async def write_estimates(context: OperatorContext, world: World, decisions: Dec
             if gpr is not None
             else {}
         )
-        if gpr is not None and update:
+        if gpr is not None and update and (refresh or is_prompt(gpr.get("status") or {}, update)):
             updates.append(patch(context, gpr, update, only_if_unchanged=True))
         if len(updates) == ESTIMATE_WRITES_PER_PASS:
             break

@@ -59,6 +59,9 @@ class SchedulerState:
     """The requests of the last pass's read, by key, each at the newest version known: the one
     read, or a later one this process wrote (an admission written after the read must be known
     when the request disappears from the next read, or its labels would stay on)."""
+    estimates_refreshed_at: float = 0.0
+    """When (epoch seconds) the last pass wrote every estimate that moved, not only the prompt ones
+    (scheduling.queueing.rules.is_prompt)."""
     reservations_in_flight: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """Admissions whose labels and Ready are being written, by request key."""
     informers: dict[str, Informer] = field(default_factory=dict)

@@ -30,6 +30,8 @@ UNLIMITED = 10**9
 ESTIMATE_TOLERANCE = 0.1
 """A wait estimate is rewritten when it moved by more than this fraction (or 5 s)."""
 EXACT_POSITIONS = 10
+ESTIMATE_REFRESH_S = 5.0
+"""Positions beyond EXACT_POSITIONS and wait estimates are rewritten at most this often (is_prompt)."""
 """Queue positions up to this are always exact; further back one is rewritten when it moved by more
 than ESTIMATE_TOLERANCE of itself (thousands of waiting requests each move every pass)."""
 
@@ -181,6 +183,20 @@ def position_moved(previous: int | None, position: int) -> bool:
     if previous is None or min(previous, position) <= EXACT_POSITIONS:
         return True
     return abs(position - previous) > ESTIMATE_TOLERANCE * previous
+
+
+def is_prompt(status: Mapping[str, Any], update: Mapping[str, Any]) -> bool:
+    """Whether an estimate `update` of a waiting request (with `status`) is written at once rather
+    than at the next refresh (ESTIMATE_REFRESH_S): a new request's first Queued status, a change of
+    queue, and a position among the first EXACT_POSITIONS. Deeper positions and wait estimates move
+    with every admission: rewriting thousands of them every pass loads the API server that the
+    admissions need (Kueue likewise refreshes its pending-workload positions every 5 s)."""
+    if "phase" in update or "queue" in update:
+        return True
+    if "positionInQueue" not in update:
+        return False
+    previous = status.get("positionInQueue")
+    return previous is None or min(int(previous), int(update["positionInQueue"])) <= EXACT_POSITIONS
 
 
 def estimate_update(
