@@ -9,8 +9,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from colony.api import COLONY, GPUQUEUE
@@ -47,6 +49,9 @@ USAGE_ERRORS = [
     ["offers", "--gpu", "A100", "-o", "jsonpath={end}"],
     ["render", "-f", "-", "-o", "jsonpath={.a b}"],
     ["simulate", "trace.csv", "-o", "jsonpath={}"],
+    ["colonies", "create", "-f", "/no/such/file.yaml", "--wait", "--timeout", "5x"],
+    ["colonies", "delete", "x", "--wait", "--timeout", "soon"],
+    ["queue", "-o", "xml"],
 ]
 
 
@@ -70,6 +75,63 @@ def test_every_usage_error_is_one_line_and_exits_2(tmp_path: Path) -> None:
         lines = err.splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, err)
         assert "Traceback" not in err and "╭" not in err and out == "", (args, out)
+
+
+def _usage_errors_of_the_tree() -> list[list[str]]:
+    """For every command and group of the CLI (hidden ones included): an unknown option, each of
+    its options that takes a value given none, and, when it has required parameters, none."""
+    from typer.core import TyperGroup, TyperOption
+
+    cases: list[list[str]] = []
+
+    def walk(command: Any, path: list[str]) -> None:
+        cases.append([*path, "--no-such-option"])
+        for param in command.params:
+            if isinstance(param, TyperOption) and not param.is_flag and not param.count:
+                cases.append([*path, param.opts[0]])
+        if any(param.required for param in command.params):
+            cases.append(path)
+        if isinstance(command, TyperGroup):
+            for name, sub in sorted(command.commands.items()):
+                walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return cases
+
+
+def test_every_usage_error_of_the_command_tree_is_one_line_and_exits_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    cases = _usage_errors_of_the_tree()
+    assert len(cases) > 60 and ["jobs", "get"] in cases and ["queue", "--output"] in cases
+    for args in cases:
+        with pytest.raises(SystemExit) as exited:
+            app(args, prog_name="colony")
+        out, err = capsys.readouterr()
+        assert exited.value.code == 2, (args, out, err)
+        lines = err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, err)
+        assert out == "", (args, out)
+
+
+def test_a_bad_timeout_is_refused_before_anything_is_created_or_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import colony.cli.colonies as colonies_cli
+
+    called: list[object] = []
+    monkeypatch.setattr(colonies_cli, "run", lambda work: called.append(work))
+    manifest = Path(__file__).resolve().parents[2] / "examples" / "colony-existing.yaml"
+    for args in (
+        ["colonies", "create", "-f", str(manifest), "--wait", "--timeout", "5x"],
+        ["colonies", "delete", "c", "--wait", "--timeout", "soon"],
+        ["colonies", "delete", "c", "--timeout", ""],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "use a duration such as 90s" in result.output
+    assert called == []  # nothing was sent to the cluster
 
 
 def test_a_usage_error_names_the_help_of_its_command(tmp_path: Path) -> None:

@@ -61,6 +61,9 @@ def test_an_8_gpu_request_fits_80_columns_and_shows_every_cloud() -> None:
     text = render_80(offers_table(ranked, request, "shipped catalog", wide=False))
     assert {row[0] for row in table_rows(text)} == {"aws", "gcp", "azure", "lambda"}
     assert_snapshot(text, "offers-a100x8x2.txt")
+    wide = render_80(offers_table(ranked, request, "shipped catalog", wide=True), wide=True)
+    assert "…" not in wide and "31.84" in wide and "$/NODE-H" in wide  # prices whole, as kubectl -o wide
+    assert_snapshot(wide, "offers-a100x8x2-wide.txt", fits=False)
 
 
 def test_json_is_sorted_by_price_with_the_required_keys() -> None:

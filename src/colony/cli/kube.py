@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 import yaml
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -181,10 +182,12 @@ KubeconfigOption = Annotated[
 @dataclass
 class View:
     """How tables are drawn in this invocation: -o wide adds the wide-only columns, -A a NAMESPACE
-    column."""
+    column; rows printed by a watch keep the widths of the table printed first."""
 
     wide: bool = False
     all_namespaces: bool = False
+    widths: list[int] | None = None
+    """The column widths of the last table printed with its header (watched rows line up)."""
 
 
 VIEW = View()
@@ -442,29 +445,107 @@ def console() -> Console:
     return out if out.is_terminal else Console(width=PIPED_WIDTH)
 
 
+NATURAL_LIMIT = 10_000
+"""Width at which a renderable is measured for its natural (uncut) width."""
+
+
+def print_table(renderable: RenderableType, *, wide: bool = False, out: Console | None = None) -> None:
+    """Print a table on `out` (default: `console()`). A default table fits the console; a wide one
+    prints at its natural width when that is wider, never cut: the terminal wraps long lines, as
+    with kubectl's `-o wide`."""
+    out = out or console()
+    width = out.width
+    if wide:
+        natural = out.measure(renderable, options=out.options.update_width(NATURAL_LIMIT)).maximum
+        out.width = max(width, natural)
+    try:
+        out.print(renderable)
+    finally:
+        out.width = width
+
+
+COLUMN_FLOORS = (16, 8)
+"""How far columns give way: all of them (in order) to 16 characters first, then to 8 (never
+narrower than their header)."""
+SHRINK_ORDER = ("message", "endpoint", "gpus", "cluster", "colony", "queue", "namespace", "name")
+"""Which columns give way when a table is too wide for the terminal, first first: NAME last, as
+kubectl never cuts names."""
+
+
+def fitted_widths(
+    natural: Sequence[int], headers: Sequence[str], shrink: Sequence[str], width: int
+) -> list[int]:
+    """Column widths within `width` (two spaces between columns): the columns named in `shrink`
+    (headers, any case) give way in that order, down to each of `COLUMN_FLOORS` in turn (never
+    below their header); the others keep their `natural` width, so the result may still be too
+    wide."""
+    widths = list(natural)
+    excess = sum(widths) + 2 * (len(widths) - 1) - width
+    for least in COLUMN_FLOORS:
+        for name in shrink:
+            for index, header in enumerate(headers):
+                if excess > 0 and header.lower() == name.lower():
+                    floor = min(widths[index], max(least, cell_len(header)))
+                    cut = min(excess, widths[index] - floor)
+                    widths[index] -= cut
+                    excess -= cut
+    return widths
+
+
+class KubeTable(Table):
+    """A borderless kubectl-like table whose columns give way in `shrink` order when the console is
+    too narrow (`fitted_widths`), cut with an ellipsis. `widths` are those of its last rendering;
+    `align` makes another table's rows line up under them (a watch prints rows one by one)."""
+
+    def __init__(self, shrink: Sequence[str]) -> None:
+        super().__init__(box=None, pad_edge=False, show_edge=False, header_style="bold")
+        self.shrink = shrink
+        self.natural: list[int] = []
+        self.widths: list[int] = []
+
+    def add_cells(self, cells: Sequence[str]) -> None:
+        """Add a row of plain-text cells (one line each)."""
+        self.natural = [max(n, cell_len(c)) for n, c in zip(self.natural, cells, strict=True)]
+        self.add_row(*(cell(c) for c in cells))
+
+    def align(self, widths: Sequence[int], *, cut: bool) -> None:
+        """Columns at least `widths` wide (and, when `cut`, at most: longer cells get an ellipsis)."""
+        for index, (column, width) in enumerate(zip(self.columns, widths, strict=False)):
+            column.min_width = width
+            self.natural[index] = width if cut else max(self.natural[index], width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        headers = [str(column.header) for column in self.columns]
+        self.widths = fitted_widths(self.natural, headers, self.shrink, options.max_width)
+        for column, width in zip(self.columns, self.widths, strict=True):
+            column.max_width = width
+        yield from super().__rich_console__(console, options)
+
+
 def table(
     columns: Sequence[str],
     rows: Iterable[Sequence[str]],
     objects: Sequence[Mapping[str, Any]] | None = None,
     *,
     wide_only: Sequence[str] = (),
-    shrink: Sequence[str] = ("name", "message", "endpoint"),
-) -> Table:
+    shrink: Sequence[str] = SHRINK_ORDER,
+) -> KubeTable:
     """A kubectl-like table: upper-case headers, no borders. Columns in `wide_only` show with
     `-o wide` only; with -A, a NAMESPACE column (from `objects`, one per row) comes first. When the
-    terminal is too narrow, only the `shrink` columns give way (cut with an ellipsis, one line)."""
+    terminal is too narrow, the `shrink` columns give way in that order (cut with an ellipsis, one
+    line each): NAME last."""
     keep = [i for i, c in enumerate(columns) if VIEW.wide or c not in wide_only]
-    result = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    result = KubeTable(shrink)
     namespaces = VIEW.all_namespaces and objects is not None
-    if namespaces:
-        result.add_column("NAMESPACE", no_wrap=True)
-    for i in keep:
-        result.add_column(columns[i].upper(), no_wrap=columns[i] not in shrink, overflow="ellipsis")
+    headers = (["NAMESPACE"] if namespaces else []) + [columns[i].upper() for i in keep]
+    for header in headers:
+        result.add_column(header, no_wrap=True, overflow="ellipsis")
+    result.natural = [cell_len(header) for header in headers]
     for index, row in enumerate(rows):
-        cells = [cell(row[i]) for i in keep]
+        cells = [row[i] for i in keep]
         if namespaces and objects is not None:
-            cells.insert(0, cell(str(objects[index]["metadata"].get("namespace", ""))))
-        result.add_row(*cells)
+            cells.insert(0, str(objects[index]["metadata"].get("namespace", "")))
+        result.add_cells(cells)
     return result
 
 
@@ -524,7 +605,11 @@ def print_objects(
         VIEW.wide = output is OutputFormat.wide
         rendered = render_table(objects)
         rendered.show_header = header
-        console().print(rendered)
+        if not header and VIEW.widths and isinstance(rendered, KubeTable):
+            rendered.align(VIEW.widths, cut=not VIEW.wide)  # under the header printed before
+        print_table(rendered, wide=VIEW.wide)
+        if header and isinstance(rendered, KubeTable):
+            VIEW.widths = rendered.widths
     elif output is OutputFormat.name:
         for obj in objects:
             typer.echo(object_name(obj))
@@ -543,7 +628,7 @@ def print_event(obj: Mapping[str, Any], output: OutputChoice, render_table: Rend
     if output in (OutputFormat.yaml, OutputFormat.json) or isinstance(output, JsonPathTemplate):
         print_data(clean(obj), output)
         return
-    print_objects([obj], output, render_table, header=False)
+    print_objects([obj], output, render_table, header=not VIEW.widths)  # a header if none yet
 
 
 def watch_forever(

@@ -18,7 +18,15 @@ from rich.console import Console
 from rich.table import Table
 
 from colony.cli.jsonpath import JsonPathTemplate, OutputChoice
-from colony.cli.kube import EXIT_FAILURE, EXIT_USAGE, CliError, fail, output_option, print_data
+from colony.cli.kube import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    CliError,
+    fail,
+    output_option,
+    print_data,
+    print_table,
+)
 from colony.scheduling.offers.model import Offer
 from colony.scheduling.offers.solver import OfferRequest, RankedOffer
 
@@ -205,7 +213,8 @@ def offers(
     console = Console()
     if not console.is_terminal:
         console = Console(width=PIPED_WIDTH)
-    console.print(offers_table(ranked, request, source, output is OutputFormat.wide))
+    wide = output is OutputFormat.wide
+    print_table(offers_table(ranked, request, source, wide), wide=wide, out=console)
     if not show_all:
         typer.echo("Cheapest offer per cloud; --all lists every offer.", err=True)
 

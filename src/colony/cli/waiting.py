@@ -37,10 +37,29 @@ if TYPE_CHECKING:
 WaitOption = Annotated[
     bool, typer.Option("--wait", help="Follow until done, showing each cluster's progress.")
 ]
-TimeoutOption = Annotated[
-    str, typer.Option("--timeout", metavar="DURATION", help="Most time --wait waits, e.g. 90s, 30m, 1h.")
-]
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?$")
+
+
+def checked_duration(value: str) -> str:
+    """The `--timeout` callback: `value` unchanged when it is a duration, else BadParameter (a
+    one-line usage error, exit 2) while options are parsed, before the command creates or deletes
+    anything."""
+    try:
+        parse_duration(value)
+    except CliError as error:
+        raise typer.BadParameter(str(error).removeprefix("--timeout ")) from None
+    return value
+
+
+TimeoutOption = Annotated[
+    str,
+    typer.Option(
+        "--timeout",
+        metavar="DURATION",
+        callback=checked_duration,
+        help="Most time --wait waits, e.g. 90s, 30m, 1h.",
+    ),
+]
 
 
 def parse_duration(value: str) -> float:
