@@ -446,17 +446,30 @@ def test_probes_and_topology_spread_are_configurable(tools: Tools) -> None:
     assert "topologySpreadConstraints" not in defaults
 
 
-def test_network_policy_allows_only_dns_api_servers_and_metrics(tools: Tools) -> None:
+def test_network_policy_allows_only_dns_api_servers_probes_webhook_and_metrics(tools: Tools) -> None:
     assert not _of_kind(render(tools, "colony-system"), "NetworkPolicy")
-    (policy,) = _of_kind(render(tools, "colony-system", "-f", str(ALL_OPTIONS)), "NetworkPolicy")
+    docs = render(tools, "colony-system", "-f", str(ALL_OPTIONS))
+    (policy,) = _of_kind(docs, "NetworkPolicy")
     spec = policy["spec"]
     assert spec["policyTypes"] == ["Ingress", "Egress"]
+    health = {"ports": [{"port": "health", "protocol": "TCP"}]}
+    # the API server calls the webhook (failurePolicy Fail by default) from an address not known here
+    webhook = {"ports": [{"port": "webhook", "protocol": "TCP"}]}
     assert spec["ingress"] == [
+        health,
+        webhook,
         {
             "ports": [{"port": "metrics", "protocol": "TCP"}],
             "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
-        }
+        },
     ]
+    # every named port the policy admits is a port of the container
+    (container,) = _pod(docs)["containers"]
+    named = {p["name"] for p in container["ports"]}
+    assert {p["port"] for rule in spec["ingress"] for p in rule["ports"]} <= named
+    without = render(tools, "colony-system", "-f", str(ALL_OPTIONS), "--set", "webhook.enabled=false")
+    (no_webhook,) = _of_kind(without, "NetworkPolicy")
+    assert no_webhook["spec"]["ingress"] == [health, spec["ingress"][2]]
     dns, api = spec["egress"][:2]
     assert {p["port"] for p in dns["ports"]} == {53}
     assert {"port": 6443, "protocol": "TCP"} in api["ports"]
