@@ -406,6 +406,9 @@ def test_helm_install_dry_run_prints_notes(tools: Tools, management: LocalCluste
     assert "watches every namespace" in notes
     assert f"ConfigMap {namespace}/gpu-offers" in notes
     assert "volcano-sh" in notes
+    # the first colony NOTES suggests works on any cluster, and the file it names exists
+    assert "kubectl apply -f examples/colony-existing.yaml" in notes
+    assert (CHART.parents[1] / "examples" / "colony-existing.yaml").is_file()
 
 
 # -- security contexts, probes, spreading, NetworkPolicy, tenant roles --------------------------------
