@@ -1,8 +1,8 @@
 # colony-operator image: `colony operator` as a non-root user, no build tools in the final stage.
 #
 #   docker build -t colony-operator:dev .          # on the official Python image (the default)
-#   make image                                     # buildah, no Docker; a Debian base made by
-#                                                  # hack/image-base.sh when no image can be pulled
+#   make image                                     # buildah, no Docker; the same base, or one made
+#                                                  # by hack/image-base.sh when it cannot be pulled
 #
 # Both stages must use the same PYTHON_IMAGE: the virtual environment built in the first one links
 # to that image's python3.

@@ -65,8 +65,9 @@ test: venv tools torch lint test-compiled $(if $(filter 1,$(IMAGE_TEST)),image)
 	COLONY_TEST_IMAGE=localhost/$(IMAGE) $(BIN)/pytest $(PYTEST_ARGS)
 
 # The operator image, built by buildah with --isolation chroot (no Docker daemon; hack/build-image.sh).
-# IMAGE names it; PYTHON_IMAGE=python:3.11.14-slim-bookworm builds on the official image where a
-# registry is reachable (default: a Debian base made by mmdebstrap, cached outside the repository).
+# IMAGE names it. The base is the official python image of versions.env where it can be pulled
+# (IMAGE_PULL_TIMEOUT, 60 s), else a Debian base made by mmdebstrap, cached outside the repository
+# (IMAGE_BASE=auto|official|debian; PYTHON_IMAGE=<image> uses that one).
 IMAGE ?= colony-operator:dev
 
 image:

@@ -130,6 +130,8 @@ def test_chart_lints_strictly(tools: Tools, values: str) -> None:
         "replicaCount=0",
         "leaderElection.leaseDurationSeconds=1",
         "podDisruptionBudget.maxUnavailable=1",
+        "userRoles.queueViewer.subjects[0].kind=Role,userRoles.queueViewer.subjects[0].name=x",
+        "userRoles.queueViewer.subjects[0].kind=ServiceAccount,userRoles.queueViewer.subjects[0].name=x",
     ],
 )
 def test_schema_rejects_bad_values(tools: Tools, setting: str) -> None:
@@ -406,6 +408,9 @@ def test_helm_install_dry_run_prints_notes(tools: Tools, management: LocalCluste
     assert "watches every namespace" in notes
     assert f"ConfigMap {namespace}/gpu-offers" in notes
     assert "volcano-sh" in notes
+    # the first colony NOTES suggests works on any cluster, and the file it names exists
+    assert "kubectl apply -f examples/colony-existing.yaml" in notes
+    assert (CHART.parents[1] / "examples" / "colony-existing.yaml").is_file()
 
 
 # -- security contexts, probes, spreading, NetworkPolicy, tenant roles --------------------------------
@@ -446,17 +451,30 @@ def test_probes_and_topology_spread_are_configurable(tools: Tools) -> None:
     assert "topologySpreadConstraints" not in defaults
 
 
-def test_network_policy_allows_only_dns_api_servers_and_metrics(tools: Tools) -> None:
+def test_network_policy_allows_only_dns_api_servers_probes_webhook_and_metrics(tools: Tools) -> None:
     assert not _of_kind(render(tools, "colony-system"), "NetworkPolicy")
-    (policy,) = _of_kind(render(tools, "colony-system", "-f", str(ALL_OPTIONS)), "NetworkPolicy")
+    docs = render(tools, "colony-system", "-f", str(ALL_OPTIONS))
+    (policy,) = _of_kind(docs, "NetworkPolicy")
     spec = policy["spec"]
     assert spec["policyTypes"] == ["Ingress", "Egress"]
+    health = {"ports": [{"port": "health", "protocol": "TCP"}]}
+    # the API server calls the webhook (failurePolicy Fail by default) from an address not known here
+    webhook = {"ports": [{"port": "webhook", "protocol": "TCP"}]}
     assert spec["ingress"] == [
+        health,
+        webhook,
         {
             "ports": [{"port": "metrics", "protocol": "TCP"}],
             "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
-        }
+        },
     ]
+    # every named port the policy admits is a port of the container
+    (container,) = _pod(docs)["containers"]
+    named = {p["name"] for p in container["ports"]}
+    assert {p["port"] for rule in spec["ingress"] for p in rule["ports"]} <= named
+    without = render(tools, "colony-system", "-f", str(ALL_OPTIONS), "--set", "webhook.enabled=false")
+    (no_webhook,) = _of_kind(without, "NetworkPolicy")
+    assert no_webhook["spec"]["ingress"] == [health, spec["ingress"][2]]
     dns, api = spec["egress"][:2]
     assert {p["port"] for p in dns["ports"]} == {53}
     assert {"port": 6443, "protocol": "TCP"} in api["ports"]
@@ -489,3 +507,44 @@ def test_tenant_roles_aggregate_and_never_grant_admin_kinds(tools: Tools) -> Non
     assert {v for rule in viewer["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
     none = render(tools, "colony-system", "--set", "userRoles.create=false")
     assert not [d for d in none if _tenant_role(d)]
+
+
+QUEUE_VIEWER_KINDS = {"gpuqueues", "placementpolicies", "workloaddefinitions"}
+
+
+def test_queue_viewer_role_reads_cluster_scoped_queues_and_is_bindable(tools: Tools) -> None:
+    """Cluster-scoped kinds cannot be aggregated into namespaced roles: <fullname>-queue-viewer is a
+    read-only ClusterRole on them (never colonyshares), bound only to the subjects the values name."""
+    crds = {
+        doc["spec"]["names"]["plural"]: doc["spec"]["scope"]
+        for path in (CHART / "files" / "crds").glob("*.yaml")
+        for doc in [yaml.safe_load(path.read_text())]
+    }
+    docs = render(tools, "colony-system")
+    (role,) = [d for d in docs if d["metadata"]["name"] == "colony-colony-operator-queue-viewer"]
+    assert role["kind"] == "ClusterRole" and _tenant_role(role)
+    assert not any(k.startswith("rbac.authorization.k8s.io/aggregate") for k in role["metadata"]["labels"])
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+    assert {r.split("/")[0] for r in resources} == QUEUE_VIEWER_KINDS
+    assert all(crds[kind] == "Cluster" for kind in QUEUE_VIEWER_KINDS)
+    assert {f"{kind}/status" for kind in QUEUE_VIEWER_KINDS} <= resources
+    assert {v for rule in role["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
+    assert all(rule["apiGroups"] == ["infra.exalsius.ai"] for rule in role["rules"])
+    assert not [d for d in docs if d["kind"] == "ClusterRoleBinding" and _tenant_role(d)], (
+        "no binding by default"
+    )
+
+    bound = render(tools, "colony-system", "-f", str(ALL_OPTIONS))
+    (binding,) = [d for d in bound if d["kind"] == "ClusterRoleBinding" and _tenant_role(d)]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "colony-operator-queue-viewer",
+    }
+    assert {(s["kind"], s["name"]) for s in binding["subjects"]} == {
+        ("Group", "ml-users"),
+        ("ServiceAccount", "dashboards"),
+    }
+    off = render(tools, "colony-system", "--set", "userRoles.queueViewer.create=false")
+    assert not [d for d in off if d["metadata"]["name"].endswith("-queue-viewer")]
+    assert [d for d in off if _tenant_role(d)], "the editor/viewer roles stay"

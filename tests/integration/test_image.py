@@ -1,7 +1,8 @@
 """The shipped artifact, proven: the operator image built by `make image` (buildah, no Docker) runs
 its entrypoint as UID 65532 with chroot isolation on the host network against the local management
 cluster, turns a Colony of an existing (kwok) cluster Ready, installs an add-on there with the helm
-inside the image, and creates a DDPJob's pods on it.
+inside the image, and creates a DDPJob's pods on it. Its uncompressed size is printed and held
+under a budget (SIZE_BUDGET_MB).
 
 Runs when the image exists (`make image`; `make image-test` builds it and runs this file), or when
 COLONY_TEST_IMAGE_BUILD=1 lets the test build it (about 6 minutes cold, seconds warm); otherwise it
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import urllib.request
@@ -34,6 +36,11 @@ from tests.integration.test_existing_addons import _configmap, chart_repo  # noq
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_IMAGE = "localhost/colony-operator:dev"
 BUILDAH = shutil.which("buildah")
+# Uncompressed size budget of the image (465 MB on the Debian base in CI, December 2026): a
+# regression, such as build tools or a second copy of the dependencies in the final stage, fails.
+SIZE_BUDGET_MB = 600
+# The decimal units of `buildah images --format {{.Size}}` (go-units' HumanSize, 3 significant digits).
+SIZE_UNITS = {"B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 
 
 def _buildah(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -90,6 +97,15 @@ def _config(container: str) -> dict[str, Any]:
     return config
 
 
+def _image_size(image: str) -> tuple[str, int]:
+    """The image's uncompressed size as hack/build-image.sh reports it ("465 MB"), and in bytes."""
+    out = _buildah("images", "--format", "{{.Size}}", "--filter", f"reference={image}").stdout
+    text = out.splitlines()[0].strip()
+    match = re.fullmatch(r"([0-9.]+)\s*([kKMGT]?B)", text)
+    assert match, f"unexpected size {text!r} of {image}"
+    return text, round(float(match[1]) * SIZE_UNITS[match[2]])
+
+
 def _ddpjob_status(management: LocalCluster, namespace: str, phase: str) -> dict[str, Any] | None:
     status: dict[str, Any] = (
         management.get_json("ddpjob", "test-ddp-job", "-n", namespace).get("status") or {}
@@ -120,6 +136,14 @@ def test_image_runs_as_non_root_without_build_tools(container: str) -> None:
     assert found["python3"] != "-"
     assert found["helm-version"] == pinned("HELM_VERSION")
     assert found["core"].endswith(".so")  # the scheduler core as compiled by mypyc
+
+
+def test_image_size_is_reported_and_within_budget(image: str, capsys: pytest.CaptureFixture[str]) -> None:
+    text, size = _image_size(image)
+    with capsys.disabled():  # into the test log (CI's too), not only on failure
+        print(f"\n[test_image] {image}: size {text} (uncompressed), budget {SIZE_BUDGET_MB} MB")
+    assert size > 50 * 10**6, f"{image} is {text}: not a whole image?"
+    assert size < SIZE_BUDGET_MB * 10**6, f"{image} is {text}, over the {SIZE_BUDGET_MB} MB budget"
 
 
 def test_image_operator_makes_existing_colony_ready_and_runs_a_ddpjob(
