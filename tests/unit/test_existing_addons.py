@@ -30,7 +30,7 @@ def existing_spec(workload: list[str], additional: list[dict[str, Any]] | None =
 
 
 def extra(name: str, **spec: Any) -> dict[str, Any]:
-    return {"name": name, "spec": {"repoURL": "http://127.0.0.1:8879", "chartName": name, **spec}}
+    return {"name": name, "spec": {"repoURL": "https://127.0.0.1:8879", "chartName": name, **spec}}
 
 
 def plan(spec: dict[str, Any]) -> tuple[list[HelmReleasePlan], dict[str, str]]:
@@ -90,7 +90,16 @@ def test_selector_of_another_label_value_is_not_installed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("releaseName", "--debug"), ("releaseName", "UPPER"), ("namespace", "-n")]
+    ("field", "value"),
+    [
+        ("releaseName", "--debug"),
+        ("releaseName", "UPPER"),
+        ("namespace", "-n"),
+        ("repoURL", "file:///etc"),
+        ("repoURL", "--kubeconfig=/etc/passwd"),
+        ("repoURL", "http://host/ x"),
+        ("repoURL", "http://169.254.169.254/latest"),
+    ],
 )
 def test_hostile_names_are_refused_at_admission_before_any_plan(field: str, value: str) -> None:
     """Names are DNS-1123 at admission (the CRD's pattern is the model's), so helm never sees them."""
@@ -104,9 +113,6 @@ def test_hostile_names_are_refused_at_admission_before_any_plan(field: str, valu
         ("chartName", "../../etc", "chartName"),
         ("chartName", "--post-renderer=/bin/sh", "chartName"),
         ("chartName", "/var/run/secrets/chart", "chartName"),
-        ("repoURL", "file:///etc", "repoURL"),
-        ("repoURL", "--kubeconfig=/etc/passwd", "repoURL"),
-        ("repoURL", "http://host/ x", "repoURL"),
         ("version", "--set=x", "version"),
         ("valuesTemplate", "{{ .Cluster.metadata.name }}", "Go templating"),
         ("valuesTemplate", "[1, 2]", "mapping"),
