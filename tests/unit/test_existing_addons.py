@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import stat
 from typing import Any
@@ -194,3 +195,50 @@ def test_the_existing_cluster_example_plans_its_addons() -> None:
     plans, refused = plan(document["spec"])
     assert refused == {} and [(p.dependency, p.cluster) for p in plans] == [("volcano-sh", "main")]
     assert plans[0].kubeconfig_secret == "my-cluster-kubeconfig"
+
+
+PLANTED = "SECRETTOKEN123"
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        f"apiVersion: v1\nusers:\n- name: u\n  user:\n    token: {PLANTED}: x\n",  # "mapping values"
+        f"users:\n  - token: '{PLANTED}\n",  # unterminated quote
+        f"token: {PLANTED}\n\t- tab",  # a tab where YAML wants indentation
+        f"[{PLANTED}",
+    ],
+)
+def test_a_broken_kubeconfig_reports_its_line_never_its_text(document: str) -> None:
+    """status.addons[].message gets the YAML error's position only: PyYAML's own text quotes the
+    Secret's lines, and the token in them (issue 16, G2)."""
+    from pathlib import Path
+
+    from colony.controllers.existing_addons import kubeconfig_client
+
+    encoded = base64.b64encode(document.encode()).decode()
+    client, message = kubeconfig_client(Path("/bin/helm"), encoded, "kubeconfig in Secret ns/s")
+    assert client is None
+    assert PLANTED not in message
+    assert message.startswith("kubeconfig in Secret ns/s is invalid: not base64-encoded YAML (line ")
+
+
+def test_a_kubeconfig_that_is_not_base64_is_refused_without_its_text() -> None:
+    from pathlib import Path
+
+    from colony.controllers.existing_addons import kubeconfig_client
+
+    client, message = kubeconfig_client(Path("/bin/helm"), f"{PLANTED}!!", "kubeconfig in Secret ns/s")
+    assert client is None and PLANTED not in message and "not base64-encoded YAML" in message
+
+
+def test_a_valid_kubeconfig_gets_a_helm_client() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from colony.controllers.existing_addons import kubeconfig_client
+
+    encoded = base64.b64encode(yaml.safe_dump(GOOD).encode()).decode()
+    client, message = kubeconfig_client(Path("/bin/helm"), encoded, "kubeconfig in Secret ns/s")
+    assert client is not None and message == ""
