@@ -24,6 +24,9 @@ from colony.api.base import (
 )
 
 K8S_VERSION_PATTERN = r"^v1\.[0-9]+\.[0-9]+$"
+CAPA_NODES_INSTANCE_PROFILE = "nodes.cluster-api-provider-aws.sigs.k8s.io"
+"""The instance profile CAPA's bootstrap (clusterawsadm) creates for worker nodes: the only one a
+colony may attach unless the admin allows more (COLONY_AWS_INSTANCE_PROFILES)."""
 
 
 class DockerClusterSpec(ApiModel):
@@ -45,8 +48,9 @@ class AwsClusterSpec(ApiModel):
     )
     ssh_key_name: str | None = Field(default=None, description="Name of an EC2 key pair for SSH access.")
     iam_instance_profile: str = Field(
-        default="nodes.cluster-api-provider-aws.sigs.k8s.io",
-        description="IAM instance profile attached to the workers.",
+        default=CAPA_NODES_INSTANCE_PROFILE,
+        description="IAM instance profile attached to the workers; one the operator's admin allows "
+        "(default: only CAPA's nodes profile).",
     )
     spot: bool = Field(default=False, description="Run the workers on EC2 spot instances.")
     spot_max_price: float | None = Field(
