@@ -542,3 +542,19 @@ def test_a_helm_secret_namespace_never_survives_a_lax_client(
     assert dependency["spec"]["credentials"] == {"secret": {"name": "pull"}}
     assert dependency["spec"]["tlsConfig"] == {"caSecret": {"name": "ca"}}
     assert "postRenderer" not in dependency["spec"]
+
+
+@pytest.mark.parametrize("base", [DOCKER_COLONY, DDPJOB], ids=lambda d: d["kind"])
+def test_names_that_become_label_values_have_at_most_63_characters(
+    management: LocalCluster, unwatched_namespace: str, base: dict[str, Any]
+) -> None:
+    """A Colony's name is the colony label of its clusters and add-ons, a DDPJob's the job-name
+    label of its pods: both are bounded at admission (issue 16, G3), 63 still fits."""
+    too_long = copy.deepcopy(base)
+    too_long["metadata"]["name"] = "n" * 64
+    with pytest.raises(KubectlError) as rejected:
+        management.kubectl("apply", "-n", unwatched_namespace, "-f", "-", input_text=json.dumps(too_long))
+    assert "metadata.name may have at most 63 characters" in rejected.value.stderr, rejected.value.stderr
+    fits = copy.deepcopy(base)
+    fits["metadata"]["name"] = "n" * 63
+    assert _accepted(management, unwatched_namespace, fits)["metadata"]["name"] == "n" * 63

@@ -221,3 +221,10 @@ def test_cel_rules_of_the_admission_gaps_are_in_the_crds() -> None:
     assert _field(DDPJOB, "env[]")["x-kubernetes-validations"] == env_rules
     spec = crd_for(GPUQUEUE)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["x-kubernetes-validations"] == queue_rules
+
+
+def test_kinds_whose_name_becomes_a_label_value_bound_it_at_admission() -> None:
+    for resource in (COLONY, DDPJOB):
+        root = crd_for(resource)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        (rule,) = root["x-kubernetes-validations"]
+        assert rule["rule"] == "size(self.metadata.name) <= 63"

@@ -12,6 +12,7 @@ from colony.api.base import (
     DNS_SUBDOMAIN_PATTERN,
     MAX_LABEL,
     MAX_NAME,
+    NAME_IS_A_LABEL_VALUE,
     SECRET_KEY_PATTERN,
     ApiModel,
     LabelSelector,
@@ -393,6 +394,7 @@ COLONY = ResourceDefinition(
     plural="colonies",
     singular="colony",
     short_names=("col",),
+    root_rules=(NAME_IS_A_LABEL_VALUE,),  # the colony label of its clusters and add-ons
     spec_model=ColonySpec,
     status_model=ColonyStatus,
     description="A Colony is a set of Kubernetes clusters (AWS, Docker, on-prem SSH hosts or existing "
