@@ -10,6 +10,7 @@ import os
 import re
 from typing import get_args
 
+from colony.api.colony import CAPA_NODES_INSTANCE_PROFILE
 from colony.scheduling.queueing.model import DEFAULT_AGING_S, PlacementStrategy, QueueOrder
 
 PLACEMENT_POLICIES: tuple[str, ...] = get_args(PlacementStrategy)
@@ -54,6 +55,26 @@ def allow_unsafe_kubeconfigs() -> bool:
     only its admins write; exec/auth-provider plugins, file paths and http:// servers stay refused
     (see colony.kube.safe_kubeconfig)."""
     return flag("COLONY_ALLOW_UNSAFE_KUBECONFIGS")
+
+
+_INSTANCE_PROFILE = re.compile(r"^[\w+=,.@-]{1,128}$", re.ASCII)
+
+
+def aws_instance_profiles() -> frozenset[str]:
+    """COLONY_AWS_INSTANCE_PROFILES: the IAM instance profiles a colony's aws clusters may attach to
+    their workers, comma-separated (the Helm chart sets it from `aws.allowedInstanceProfiles`);
+    default: only CAPA's nodes profile. Workers launch with the admin's CAPA identity and a tenant
+    controls its nodes, so an allowed profile's permissions are the tenant's."""
+    raw = os.environ.get("COLONY_AWS_INSTANCE_PROFILES")
+    if raw is None:
+        return frozenset({CAPA_NODES_INSTANCE_PROFILE})
+    profiles = frozenset(p.strip() for p in raw.split(",") if p.strip())
+    bad = sorted(p for p in profiles if not _INSTANCE_PROFILE.match(p))
+    if bad:
+        raise SettingsError(
+            f"COLONY_AWS_INSTANCE_PROFILES={raw!r}: {', '.join(bad)} is not an IAM instance profile name"
+        )
+    return profiles
 
 
 def placement_policy() -> PlacementStrategy:

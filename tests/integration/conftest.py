@@ -8,6 +8,7 @@ import functools
 import os
 import socket
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -157,6 +158,21 @@ def start_operator(
 
 
 @functools.cache
+def chart_repo_tls() -> Path:
+    """A directory with a CA (ca.crt, world-readable for the image test's container) and a serving
+    certificate for 127.0.0.1 (tls.crt, tls.key), for the tests' local Helm chart repository:
+    repoURL must be https:// or oci:// (issue 16, G1). The session operator's helm trusts the CA
+    through SSL_CERT_FILE."""
+    from tests.integration.test_expression_bounds import webhook_certificates
+
+    directory = Path(tempfile.mkdtemp(prefix="colony-chart-tls-"))
+    directory.chmod(0o755)
+    (directory / "ca.crt").write_bytes(webhook_certificates(directory))
+    (directory / "ca.crt").chmod(0o644)
+    return directory
+
+
+@functools.cache
 def session_metrics_port() -> int:
     """The port the session operator serves /metrics on (free when first asked)."""
     with socket.socket() as probe:
@@ -175,6 +191,7 @@ def operator_process(
         tmp_path_factory.mktemp("operator") / "operator.log",
         SHARED_OPERATOR_NAMESPACES,
         metrics_port=session_metrics_port(),
+        extra_env={"SSL_CERT_FILE": str(chart_repo_tls() / "ca.crt")},
     )
     try:
         _wait_until_serving(management, process)

@@ -103,6 +103,16 @@ def _remote(ref: dict[str, Any]) -> Any:
     return _set("colonyClusters", [{"clusterName": "onprem", "remote": {"hosts": [host]}}])
 
 
+def _helm(**spec: Any) -> Any:
+    """The colony's additionalDependencies replaced by one chart with these HelmChartProxy fields."""
+    chart = {"repoURL": "https://charts.example.com", "chartName": "c", **spec}
+    return _set("additionalDependencies", [{"name": "extra", "spec": chart}])
+
+
+_HELM = "spec.additionalDependencies[0].spec"
+_NO_ENV = "valuesTemplate may not call env, expandenv, getHostByName"
+
+
 def _wandb_ref(ref: dict[str, Any]) -> Any:
     return _all(_set("wandbApiKey", _DELETE), _set("wandbApiKeySecretRef", ref))
 
@@ -167,6 +177,49 @@ HOSTILE_NAMES = {
             [{"name": "extra", "spec": {"repoURL": "https://e.io", "chartName": "c", "namespace": "a/b"}}],
         ),
         "spec.additionalDependencies[0].spec.namespace",
+    ),
+    # G1: the HelmChartProxy fields CAAPH reads with its own ClusterRole are declared, checked and
+    # same-namespace; nothing else passes through.
+    "helm-credentials-other-namespace": (
+        DOCKER_COLONY,
+        _helm(credentials={"secret": {"name": "pull", "namespace": "kube-system"}, "key": "config.json"}),
+        f'unknown field "{_HELM}.credentials.secret.namespace"',
+    ),
+    "helm-ca-secret-other-namespace": (
+        DOCKER_COLONY,
+        _helm(tlsConfig={"caSecret": {"name": "ca", "namespace": "kube-system"}}),
+        f'unknown field "{_HELM}.tlsConfig.caSecret.namespace"',
+    ),
+    "helm-credentials-secret-traversal": (
+        DOCKER_COLONY,
+        _helm(credentials={"secret": {"name": TRAVERSAL}}),
+        f"{_HELM}.credentials.secret.name",
+    ),
+    "helm-unknown-field": (
+        DOCKER_COLONY,
+        _helm(postRenderer={"exec": "/bin/sh"}),
+        f'unknown field "{_HELM}.postRenderer"',
+    ),
+    "helm-repo-file": (DOCKER_COLONY, _helm(repoURL="file:///etc"), f"{_HELM}.repoURL"),
+    "helm-repo-http-metadata": (
+        DOCKER_COLONY,
+        _helm(repoURL="http://169.254.169.254/latest/meta-data"),
+        f"{_HELM}.repoURL",
+    ),
+    "helm-values-env": (
+        DOCKER_COLONY,
+        _helm(valuesTemplate='key: {{ env "AWS_SECRET_ACCESS_KEY" }}'),
+        (f"{_HELM}.valuesTemplate", _NO_ENV),
+    ),
+    "helm-values-expandenv-in-a-pipeline": (
+        DOCKER_COLONY,
+        _helm(valuesTemplate='key: {{ "}}" | expandenv }}'),
+        (f"{_HELM}.valuesTemplate", _NO_ENV),
+    ),
+    "helm-values-get-host-by-name": (
+        DOCKER_COLONY,
+        _helm(valuesTemplate='ip: {{ getHostByName "kubernetes.default" }}'),
+        (f"{_HELM}.valuesTemplate", _NO_ENV),
     ),
     "target-colony-traversal": (DDPJOB, _set("targetColony", "../other"), "spec.targetColony"),
     "target-colony-uppercase": (DDPJOB, _set("targetColony", "Colony"), "spec.targetColony"),
@@ -420,6 +473,19 @@ VALID = {
         ),
     ),
     "gpuqueue-any-type": (GPUQUEUE, _set("quotas", [{"gpuType": "*", "nominal": 8}])),
+    "helm-private-registry-and-template": (
+        DOCKER_COLONY,
+        _helm(
+            repoURL="oci://registry.example.com/charts",
+            credentials={"secret": {"name": "pull.secret"}, "key": "config.json"},
+            tlsConfig={"caSecret": {"name": "registry-ca"}, "insecureSkipTLSVerify": False},
+            reconcileStrategy="InstallOnce",
+            valuesTemplate=(
+                "env:\n  - name: CLUSTER\n    value: {{ .Cluster.metadata.name }}\n"
+                'note: {{ "env" }} {{ $env := 1 }}{{ $env }} {{ .Cluster.spec.env }}\n'
+            ),
+        ),
+    ),
 }
 
 
@@ -455,3 +521,40 @@ def test_a_secret_namespace_never_survives_a_lax_client(
     )
     stored = management.get_json("ddpjob", document["metadata"]["name"], "-n", unwatched_namespace)
     assert stored["spec"]["wandbApiKeySecretRef"] == {"name": "wandb", "key": "value"}
+
+
+def test_a_helm_secret_namespace_never_survives_a_lax_client(
+    management: LocalCluster, unwatched_namespace: str
+) -> None:
+    """The same for the Secrets CAAPH reads for a colony: without strict field validation the
+    namespace fields are pruned, so CAAPH defaults them to the colony's own namespace."""
+    change = _helm(
+        credentials={"secret": {"name": "pull", "namespace": "kube-system"}},
+        tlsConfig={"caSecret": {"name": "ca", "namespace": "kube-system"}},
+        postRenderer={"exec": "/bin/sh"},
+    )
+    document = _mutate(DOCKER_COLONY, change)
+    management.kubectl(
+        "apply", "--validate=false", "-n", unwatched_namespace, "-f", "-", input_text=json.dumps(document)
+    )
+    stored = management.get_json("colony", document["metadata"]["name"], "-n", unwatched_namespace)
+    (dependency,) = stored["spec"]["additionalDependencies"]
+    assert dependency["spec"]["credentials"] == {"secret": {"name": "pull"}}
+    assert dependency["spec"]["tlsConfig"] == {"caSecret": {"name": "ca"}}
+    assert "postRenderer" not in dependency["spec"]
+
+
+@pytest.mark.parametrize("base", [DOCKER_COLONY, DDPJOB], ids=lambda d: d["kind"])
+def test_names_that_become_label_values_have_at_most_63_characters(
+    management: LocalCluster, unwatched_namespace: str, base: dict[str, Any]
+) -> None:
+    """A Colony's name is the colony label of its clusters and add-ons, a DDPJob's the job-name
+    label of its pods: both are bounded at admission (issue 16, G3), 63 still fits."""
+    too_long = copy.deepcopy(base)
+    too_long["metadata"]["name"] = "n" * 64
+    with pytest.raises(KubectlError) as rejected:
+        management.kubectl("apply", "-n", unwatched_namespace, "-f", "-", input_text=json.dumps(too_long))
+    assert "metadata.name may have at most 63 characters" in rejected.value.stderr, rejected.value.stderr
+    fits = copy.deepcopy(base)
+    fits["metadata"]["name"] = "n" * 63
+    assert _accepted(management, unwatched_namespace, fits)["metadata"]["name"] == "n" * 63

@@ -7,6 +7,7 @@ import base64
 import functools
 import http.server
 import json
+import ssl
 import subprocess
 import threading
 import uuid
@@ -19,7 +20,7 @@ import pytest
 from colony.devenv.cluster import LocalCluster
 from colony.devenv.process import ManagedProcess
 from colony.devenv.tools import Tools
-from tests.integration.conftest import eventually
+from tests.integration.conftest import chart_repo_tls, eventually
 
 CHART_TEMPLATE = """\
 apiVersion: v1
@@ -44,7 +45,8 @@ def _package(tools: Tools, workdir: Path, out: Path, version: str, extra: str = 
 
 @pytest.fixture(scope="module")
 def chart_repo(tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Helm repository on 127.0.0.1 with chart `demo` 0.1.0 and 0.2.0 (0.2.0 adds a Secret)."""
+    """A Helm repository on https://127.0.0.1 with chart `demo` 0.1.0 and 0.2.0 (0.2.0 adds a
+    Secret), served with the certificate of `chart_repo_tls` (the session operator trusts its CA)."""
     root = tmp_path_factory.mktemp("charts")
     served = root / "repo"
     served.mkdir()
@@ -52,7 +54,10 @@ def chart_repo(tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     _package(tools, root, served, "0.2.0", "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: demo-v2\n")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(chart_repo_tls() / "tls.crt", chart_repo_tls() / "tls.key")
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    url = f"https://127.0.0.1:{server.server_address[1]}"
     helm = str(tools.binary("helm"))
     subprocess.run([helm, "repo", "index", str(served), "--url", url], check=True, capture_output=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -142,6 +147,7 @@ def test_existing_cluster_addons_install_upgrade_and_uninstall(
     # A release somebody else installed on that cluster: the operator must never touch it.
     helm = str(tools.binary("helm"))
     manual = [helm, "install", "manual", "demo", "--repo", chart_repo, "--version", "0.1.0", "-n", target]
+    manual.append(f"--ca-file={chart_repo_tls() / 'ca.crt'}")
     subprocess.run(
         [*manual, "--create-namespace", f"--kubeconfig={colony_cluster.kubeconfig_path}"],
         check=True,

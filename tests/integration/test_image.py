@@ -28,7 +28,7 @@ from colony.devenv.cluster import LocalCluster
 from colony.devenv.process import ManagedProcess, free_port
 from colony.labels import JOB_LABEL
 from colony.versions import pinned
-from tests.integration.conftest import eventually
+from tests.integration.conftest import chart_repo_tls, eventually
 from tests.integration.test_colony_controller import _apply, _existing_colony, _kubeconfig_secret, _phase_is
 from tests.integration.test_ddpjob_controller import _job
 from tests.integration.test_existing_addons import _configmap, chart_repo  # noqa: F401 (fixture)
@@ -168,8 +168,12 @@ def test_image_operator_makes_existing_colony_ready_and_runs_a_ddpjob(
         "--verbose",
         f"--namespace={namespace}",
         f"--liveness=http://127.0.0.1:{health}/healthz",
-        volumes=(f"{kubeconfig}:/run/colony/kubeconfig:ro",),
-        env=("KUBECONFIG=/run/colony/kubeconfig",),
+        # The local chart repository is https with a test CA (repoURL must be https:// or oci://).
+        volumes=(
+            f"{kubeconfig}:/run/colony/kubeconfig:ro",
+            f"{chart_repo_tls() / 'ca.crt'}:/run/colony/chart-ca.crt:ro",
+        ),
+        env=("KUBECONFIG=/run/colony/kubeconfig", "SSL_CERT_FILE=/run/colony/chart-ca.crt"),
     )
     process = ManagedProcess("image-operator", argv, tmp_path / "operator.log")
     process.start()

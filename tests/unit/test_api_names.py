@@ -19,6 +19,12 @@ from colony.api.base import (
     ResourceDefinition,
     SecretKeyReference,
 )
+from colony.api.colony import (
+    FORBIDDEN_TEMPLATE_CALL_PATTERN,
+    HELM_REPO_URL_PATTERN,
+    AdditionalDependency,
+    HelmChartProxySpec,
+)
 from colony.api.crdgen import crd_for
 from colony.api.ddpjob import EnvVar
 from colony.api.gpr import GPRSpec
@@ -39,6 +45,10 @@ GUARDED: list[tuple[ResourceDefinition, str, str, int]] = [
     (COLONY, "additionalDependencies[].spec.releaseName", DNS_SUBDOMAIN_PATTERN, 53),
     (COLONY, "additionalDependencies[].spec.namespace", DNS_LABEL_PATTERN, 63),
     (COLONY, "additionalDependencies[].spec.clusterSelector.matchLabels{}", LABEL_VALUE_PATTERN, 63),
+    (COLONY, "additionalDependencies[].spec.repoURL", HELM_REPO_URL_PATTERN, 512),
+    (COLONY, "additionalDependencies[].spec.credentials.secret.name", DNS_SUBDOMAIN_PATTERN, 253),
+    (COLONY, "additionalDependencies[].spec.credentials.key", SECRET_KEY_PATTERN, 253),
+    (COLONY, "additionalDependencies[].spec.tlsConfig.caSecret.name", DNS_SUBDOMAIN_PATTERN, 253),
     (DDPJOB, "targetColony", _OPTIONAL_SUBDOMAIN, 63),
     (DDPJOB, "wandbApiKeySecretRef.name", DNS_SUBDOMAIN_PATTERN, 253),
     (DDPJOB, "wandbApiKeySecretRef.key", SECRET_KEY_PATTERN, 253),
@@ -91,6 +101,85 @@ def test_secret_references_have_no_namespace_field() -> None:
         (DDPJOB, "wandbApiKeySecretRef"),
     ):
         assert set(_field(resource, path)["properties"]) == {"name", "key"}
+    for path in (
+        "additionalDependencies[].spec.credentials.secret",
+        "additionalDependencies[].spec.tlsConfig.caSecret",
+    ):
+        assert set(_field(COLONY, path)["properties"]) == {"name"}
+
+
+def test_helm_chart_proxy_spec_declares_every_field_it_passes_on() -> None:
+    """No pass-through: the API server rejects (strict) or prunes (lax clients) anything else, and
+    the model drops it, so a field CAAPH reads can only reach it through a declared, checked field."""
+    spec = _field(COLONY, "additionalDependencies[].spec")
+    assert "x-kubernetes-preserve-unknown-fields" not in spec
+    assert set(spec["properties"]) == {
+        "clusterSelector",
+        "repoURL",
+        "chartName",
+        "version",
+        "releaseName",
+        "namespace",
+        "valuesTemplate",
+        "reconcileStrategy",
+        "options",
+        "credentials",
+        "tlsConfig",
+    }
+    template = spec["properties"]["valuesTemplate"]
+    assert template["maxLength"] == 16384
+    (rule,) = template["x-kubernetes-validations"]
+    assert rule["rule"] == f"!self.matches(r'{FORBIDDEN_TEMPLATE_CALL_PATTERN}')"
+    assert "'" not in FORBIDDEN_TEMPLATE_CALL_PATTERN  # it sits in a raw single-quoted CEL string
+
+
+def test_a_secret_namespace_in_a_helm_chart_proxy_spec_is_dropped_by_the_model() -> None:
+    parsed = HelmChartProxySpec.model_validate(
+        {
+            "repoURL": "oci://registry.example.com/charts",
+            "chartName": "c",
+            "credentials": {"secret": {"name": "pull", "namespace": "kube-system"}, "key": "config.json"},
+            "tlsConfig": {"caSecret": {"name": "ca", "namespace": "kube-system"}},
+            "insecureSkipTlsVerify": True,
+            "postRenderer": {"exec": "/bin/sh"},
+        }
+    )
+    wire = parsed.to_wire()
+    assert wire["credentials"] == {"secret": {"name": "pull"}, "key": "config.json"}
+    assert wire["tlsConfig"] == {"caSecret": {"name": "ca"}}
+    assert parsed.model_extra is None and "postRenderer" not in wire
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///etc/passwd",
+        "http://169.254.169.254/latest/meta-data",
+        "http://charts.example.com",
+        "ftp://x",
+        "/var/run/secrets",
+        "--kubeconfig=/x",
+        "https://user:pw@host",
+        "https://host/?q=1",
+        "https://",
+    ],
+)
+def test_hostile_repo_urls_are_refused_by_the_model(url: str) -> None:
+    with pytest.raises(ValueError, match="repoURL"):
+        AdditionalDependency.model_validate({"name": "x", "spec": {"repoURL": url, "chartName": "c"}})
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://charts.example.com",
+        "https://ray-project.github.io/kuberay-helm/",
+        "oci://ghcr.io/kubeflow/charts",
+    ],
+)
+def test_https_and_oci_repo_urls_are_kept(url: str) -> None:
+    parsed = AdditionalDependency.model_validate({"name": "x", "spec": {"repoURL": url, "chartName": "c"}})
+    assert parsed.spec.repo_url == url
 
 
 @pytest.mark.parametrize(
@@ -132,3 +221,10 @@ def test_cel_rules_of_the_admission_gaps_are_in_the_crds() -> None:
     assert _field(DDPJOB, "env[]")["x-kubernetes-validations"] == env_rules
     spec = crd_for(GPUQUEUE)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["x-kubernetes-validations"] == queue_rules
+
+
+def test_kinds_whose_name_becomes_a_label_value_bound_it_at_admission() -> None:
+    for resource in (COLONY, DDPJOB):
+        root = crd_for(resource)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        (rule,) = root["x-kubernetes-validations"]
+        assert rule["rule"] == "size(self.metadata.name) <= 63"

@@ -105,7 +105,7 @@ def test_seed_examples_parse_with_the_models() -> None:
     docker = ColonySpec.model_validate(_seed("colony-docker-ray.yaml")["spec"])
     assert docker.hosted_control_plane_enabled is True
     assert docker.additional_dependencies[0].spec.repo_url.startswith("https://ray-project")
-    assert docker.additional_dependencies[0].spec.model_extra == {}
+    assert docker.additional_dependencies[0].spec.model_extra is None  # no pass-through fields
     job = DDPJobSpec.model_validate(_seed("ddpjob.yaml")["spec"])
     assert (job.parallelism, job.nproc_per_node, job.target_colony) == (2, 1, "test-colony")
 

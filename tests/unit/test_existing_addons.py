@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import stat
 from typing import Any
@@ -30,7 +31,7 @@ def existing_spec(workload: list[str], additional: list[dict[str, Any]] | None =
 
 
 def extra(name: str, **spec: Any) -> dict[str, Any]:
-    return {"name": name, "spec": {"repoURL": "http://127.0.0.1:8879", "chartName": name, **spec}}
+    return {"name": name, "spec": {"repoURL": "https://127.0.0.1:8879", "chartName": name, **spec}}
 
 
 def plan(spec: dict[str, Any]) -> tuple[list[HelmReleasePlan], dict[str, str]]:
@@ -90,7 +91,16 @@ def test_selector_of_another_label_value_is_not_installed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("releaseName", "--debug"), ("releaseName", "UPPER"), ("namespace", "-n")]
+    ("field", "value"),
+    [
+        ("releaseName", "--debug"),
+        ("releaseName", "UPPER"),
+        ("namespace", "-n"),
+        ("repoURL", "file:///etc"),
+        ("repoURL", "--kubeconfig=/etc/passwd"),
+        ("repoURL", "http://host/ x"),
+        ("repoURL", "http://169.254.169.254/latest"),
+    ],
 )
 def test_hostile_names_are_refused_at_admission_before_any_plan(field: str, value: str) -> None:
     """Names are DNS-1123 at admission (the CRD's pattern is the model's), so helm never sees them."""
@@ -104,9 +114,6 @@ def test_hostile_names_are_refused_at_admission_before_any_plan(field: str, valu
         ("chartName", "../../etc", "chartName"),
         ("chartName", "--post-renderer=/bin/sh", "chartName"),
         ("chartName", "/var/run/secrets/chart", "chartName"),
-        ("repoURL", "file:///etc", "repoURL"),
-        ("repoURL", "--kubeconfig=/etc/passwd", "repoURL"),
-        ("repoURL", "http://host/ x", "repoURL"),
         ("version", "--set=x", "version"),
         ("valuesTemplate", "{{ .Cluster.metadata.name }}", "Go templating"),
         ("valuesTemplate", "[1, 2]", "mapping"),
@@ -188,3 +195,50 @@ def test_the_existing_cluster_example_plans_its_addons() -> None:
     plans, refused = plan(document["spec"])
     assert refused == {} and [(p.dependency, p.cluster) for p in plans] == [("volcano-sh", "main")]
     assert plans[0].kubeconfig_secret == "my-cluster-kubeconfig"
+
+
+PLANTED = "SECRETTOKEN123"
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        f"apiVersion: v1\nusers:\n- name: u\n  user:\n    token: {PLANTED}: x\n",  # "mapping values"
+        f"users:\n  - token: '{PLANTED}\n",  # unterminated quote
+        f"token: {PLANTED}\n\t- tab",  # a tab where YAML wants indentation
+        f"[{PLANTED}",
+    ],
+)
+def test_a_broken_kubeconfig_reports_its_line_never_its_text(document: str) -> None:
+    """status.addons[].message gets the YAML error's position only: PyYAML's own text quotes the
+    Secret's lines, and the token in them (issue 16, G2)."""
+    from pathlib import Path
+
+    from colony.controllers.existing_addons import kubeconfig_client
+
+    encoded = base64.b64encode(document.encode()).decode()
+    client, message = kubeconfig_client(Path("/bin/helm"), encoded, "kubeconfig in Secret ns/s")
+    assert client is None
+    assert PLANTED not in message
+    assert message.startswith("kubeconfig in Secret ns/s is invalid: not base64-encoded YAML (line ")
+
+
+def test_a_kubeconfig_that_is_not_base64_is_refused_without_its_text() -> None:
+    from pathlib import Path
+
+    from colony.controllers.existing_addons import kubeconfig_client
+
+    client, message = kubeconfig_client(Path("/bin/helm"), f"{PLANTED}!!", "kubeconfig in Secret ns/s")
+    assert client is None and PLANTED not in message and "not base64-encoded YAML" in message
+
+
+def test_a_valid_kubeconfig_gets_a_helm_client() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from colony.controllers.existing_addons import kubeconfig_client
+
+    encoded = base64.b64encode(yaml.safe_dump(GOOD).encode()).decode()
+    client, message = kubeconfig_client(Path("/bin/helm"), encoded, "kubeconfig in Secret ns/s")
+    assert client is not None and message == ""

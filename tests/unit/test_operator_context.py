@@ -21,6 +21,7 @@ def test_settings_default_when_the_environment_sets_nothing(monkeypatch: pytest.
         "COLONY_PLACEMENT_KINDS",
         "COLONY_COST_REFRESH_SECONDS",
         "COLONY_ALLOW_UNSAFE_KUBECONFIGS",
+        "COLONY_AWS_INSTANCE_PROFILES",
     ):
         monkeypatch.delenv(name, raising=False)
     assert OperatorSettings.from_env() == OperatorSettings()
@@ -32,12 +33,14 @@ def test_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("COLONY_QUEUE_POLICY", "shortest")
     monkeypatch.setenv("COLONY_PLACEMENT_KINDS", "pytorchjobs.kubeflow.org")
     monkeypatch.setenv("COLONY_COST_REFRESH_SECONDS", "2")
+    monkeypatch.setenv("COLONY_AWS_INSTANCE_PROFILES", "gpu-nodes")
     found = OperatorSettings.from_env()
     assert found.schedule_interval_s == 0.5
     assert found.require_queue is True
     assert found.queue_policy == "shortest"
     assert found.placement_kinds == frozenset({"pytorchjobs.kubeflow.org"})
     assert found.cost_refresh_s == 2.0
+    assert found.aws_instance_profiles == frozenset({"gpu-nodes"})
 
 
 @pytest.mark.parametrize(
@@ -48,6 +51,7 @@ def test_settings_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch)
         ("COLONY_PLACEMENT_POLICY", "random"),
         ("COLONY_PLACEMENT_KINDS", "pytorchjobs"),
         ("COLONY_EXPRESSION_TIMEOUT_SECONDS", "soon"),
+        ("COLONY_AWS_INSTANCE_PROFILES", "arn:aws:iam::123:instance-profile/x"),
     ],
 )
 def test_a_bad_setting_is_refused_with_its_name(

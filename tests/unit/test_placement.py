@@ -490,3 +490,38 @@ def test_deleting_a_duplicated_object_deletes_every_copy_and_request() -> None:
         duplicate_request_name("PyTorchJob", "train", "shared/gpus", "team")
         == "pytorchjob-train--shared-gpus"
     )
+
+
+def test_forged_placement_annotations_never_reach_a_colony_the_namespace_cannot_see() -> None:
+    """A tenant writes its own framework object's annotations: claiming it is placed on another
+    namespace's colony (and on which cluster, in which phase, at which generation) gets no copy
+    there and no status from there; the object is queued again on its own colonies (issue 16, G8)."""
+    colonies = {"team/big": _view("team/big"), "other/private": _view("other/private")}
+    allowed = candidates("team", LABELLED, RESOURCE, None, colonies, NOBODY_ELSE).allowed
+    assert allowed == ("team/big",)
+    forged = {
+        COLONY_ANNOTATION: "other/private",
+        CLUSTER_ANNOTATION: "onprem",
+        PHASE_ANNOTATION: "Running",
+        GENERATION_ANNOTATION: "0",  # stale on purpose: a placed object would get its copy updated
+        REQUEST_ANNOTATION: "pytorchjob-train",
+    }
+    plan = RequestPlan("pytorchjob-train", _ready_request("team/big"))
+    for shape, request in ((GANG, plan), (None, None)):
+        w = _workload(_job(**forged), shape=shape, allowed=allowed)
+        # The private colony is Ready and its cluster readable; no copy of this object is there
+        # (copies are found by the object's uid, which the API server assigns).
+        steps = act.decide(w, request, act.Observed(True, True, None), _pin, _phase)
+        assert not [s for s in steps if isinstance(s, act.ApplyCopy | act.MirrorStatus | act.DeleteCopy)]
+        (annotate,) = [s for s in steps if isinstance(s, act.Annotate)]
+        assert annotate.annotations[COLONY_ANNOTATION] is None
+        assert annotate.annotations[PHASE_ANNOTATION] == "Queued"
+        assert "colony other/private is no longer allowed" in annotate.annotations[MESSAGE_ANNOTATION]
+        # A forged finished phase skips the re-check, and still copies nothing anywhere.
+        finished = _workload(_job(**{**forged, PHASE_ANNOTATION: "Succeeded"}), shape=shape, allowed=allowed)
+        steps = act.decide(finished, request, act.Observed(True, True, None), _pin, _phase)
+        assert not [s for s in steps if isinstance(s, act.ApplyCopy | act.MirrorStatus | act.DeleteCopy)]
+    # Queued again, the next pass places it only where it may go.
+    w = _workload(_job(), shape=None, allowed=allowed)
+    (copy,) = [s for s in act.decide(w, None, act.Observed(), _pin, _phase) if isinstance(s, act.ApplyCopy)]
+    assert copy.colony == "team/big"

@@ -150,3 +150,48 @@ def test_seed_docker_ray_installs_volcano_and_its_own_kuberay() -> None:
         "timeout": "5m",
         "install": {"createNamespace": True},
     }
+
+
+def test_secret_references_always_name_the_colonys_namespace() -> None:
+    """CAAPH reads credentials and CA Secrets with its own ClusterRole: the rendered proxy names the
+    colony's namespace explicitly, whatever the tenant wrote (the model has no namespace field)."""
+    extra = {
+        "repoURL": "oci://registry.example.com/charts",
+        "credentials": {"secret": {"name": "pull", "namespace": "kube-system"}, "key": "config.json"},
+        "tlsConfig": {"caSecret": {"name": "ca", "namespace": "capi-system"}, "insecureSkipTLSVerify": False},
+    }
+    rendered = render(with_dependencies([], [additional("private", **extra)]))
+    (proxy,) = rendered.addons
+    namespace = proxy["metadata"]["namespace"]
+    assert namespace == colony_ref("dev").namespace
+    assert proxy["spec"]["credentials"] == {
+        "secret": {"name": "pull", "namespace": namespace},
+        "key": "config.json",
+    }
+    assert proxy["spec"]["tlsConfig"] == {
+        "caSecret": {"name": "ca", "namespace": namespace},
+        "insecureSkipTLSVerify": False,
+    }
+    assert rendered.problems == ()
+
+
+def test_undeclared_fields_never_reach_the_proxy() -> None:
+    extra = {"postRenderer": {"exec": "/bin/sh"}, "insecureSkipTlsVerify": True, "unknown": 1}
+    rendered = render(with_dependencies([], [additional("x", **extra)]))
+    (proxy,) = rendered.addons
+    assert not set(extra) & set(proxy["spec"])
+
+
+@pytest.mark.parametrize(
+    "template",
+    ['token: {{ env "AWS_SECRET_ACCESS_KEY" }}', '{{ "$HOME" | expandenv }}', 'ip: {{ getHostByName "db" }}'],
+)
+def test_a_values_template_calling_env_is_not_rendered(template: str) -> None:
+    deps = [
+        additional("evil", valuesTemplate=template),
+        additional("good", valuesTemplate="a: {{ .Cluster.metadata.name }}"),
+    ]
+    rendered = render(with_dependencies([], deps))
+    assert [p["metadata"]["labels"][ADDON_LABEL] for p in rendered.addons] == ["good"]
+    (problem,) = rendered.problems
+    assert "'evil'" in problem and "valuesTemplate" in problem

@@ -266,3 +266,58 @@ def test_render_package_is_pure() -> None:
                 continue
             for name in names:
                 assert name.split(".")[0] not in forbidden, f"{path.name} imports {name}"
+
+
+def _aws_with_profile(profile: str | None) -> ColonySpec:
+    spec: dict[str, Any] = {
+        "k8sVersion": "v1.30.3",
+        "colonyClusters": [
+            {
+                "clusterName": "gpu",
+                "aws": {"replicas": 1, "region": "eu-central-1", "instanceType": "g5.xlarge"},
+            },
+            {"clusterName": "local", "docker": {"replicas": 1}},
+        ],
+    }
+    if profile is not None:
+        spec["colonyClusters"][0]["aws"]["iamInstanceProfile"] = profile
+    return ColonySpec.model_validate(spec)
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        "control-plane.cluster-api-provider-aws.sigs.k8s.io",
+        "controllers.cluster-api-provider-aws.sigs.k8s.io",
+        "admin",
+    ],
+)
+def test_an_instance_profile_the_admin_does_not_allow_renders_nothing(profile: str) -> None:
+    """A tenant's workers launch with the admin's CAPA identity; attaching e.g. the controllers'
+    profile would hand its AWS credentials to whoever controls a node (issue 16, G7)."""
+    rendered = render_colony(colony_ref("train"), _aws_with_profile(profile), {})
+    gpu, local = rendered.clusters
+    assert gpu.manifests == ()
+    (problem,) = gpu.problems
+    assert repr(profile) in problem and "nodes.cluster-api-provider-aws.sigs.k8s.io" in problem
+    assert rendered.problems == (f"cluster 'gpu': {problem}",)
+    assert local.manifests  # the colony's other clusters still render
+
+
+def test_the_default_profile_is_allowed_and_the_admin_may_allow_more() -> None:
+    default = render_colony(colony_ref("train"), _aws_with_profile(None), {})
+    (template,) = by_kind(default, "AWSMachineTemplate")
+    assert (
+        template["spec"]["template"]["spec"]["iamInstanceProfile"]
+        == "nodes.cluster-api-provider-aws.sigs.k8s.io"
+    )
+    assert default.problems == ()
+    allowed = frozenset({"gpu-nodes"})
+    custom = render_colony(
+        colony_ref("train"), _aws_with_profile("gpu-nodes"), {}, aws_instance_profiles=allowed
+    )
+    (template,) = by_kind(custom, "AWSMachineTemplate")
+    assert template["spec"]["template"]["spec"]["iamInstanceProfile"] == "gpu-nodes"
+    # The admin's list replaces the default: CAPA's nodes profile is then refused too.
+    refused = render_colony(colony_ref("train"), _aws_with_profile(None), {}, aws_instance_profiles=allowed)
+    assert refused.clusters[0].manifests == () and "(allowed: gpu-nodes)" in refused.clusters[0].problems[0]

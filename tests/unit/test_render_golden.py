@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from colony.api.colony import ColonySpec
+from colony.api.colony import CAPA_NODES_INSTANCE_PROFILE, ColonySpec
 from colony.render import ColonyRef, HostedControlPlanePorts, RenderedColony, render_colony
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -127,10 +127,15 @@ def colony_ref(name: str) -> ColonyRef:
     return ColonyRef(name=name, namespace=NAMESPACE, uid=UID)
 
 
+ALLOWED_INSTANCE_PROFILES = frozenset({CAPA_NODES_INSTANCE_PROFILE, "gpu-nodes"})
+"""The golden operator's admin allows the aws-hosted case's own profile (COLONY_AWS_INSTANCE_PROFILES)."""
+
+
 def render_case(case: str) -> RenderedColony:
     """Render one case, parsing its spec exactly as the operator does."""
     name, spec, ports = CASES[case]()
-    return render_colony(colony_ref(name), ColonySpec.model_validate(spec), ports)
+    parsed = ColonySpec.model_validate(spec)
+    return render_colony(colony_ref(name), parsed, ports, aws_instance_profiles=ALLOWED_INSTANCE_PROFILES)
 
 
 def as_document(rendered: RenderedColony) -> dict[str, Any]:

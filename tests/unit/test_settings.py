@@ -37,6 +37,17 @@ def test_every_policy_is_accepted(monkeypatch: pytest.MonkeyPatch, policy: str) 
     assert settings.placement_policy() == policy
 
 
+def test_aws_instance_profiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLONY_AWS_INSTANCE_PROFILES", raising=False)
+    assert settings.aws_instance_profiles() == {"nodes.cluster-api-provider-aws.sigs.k8s.io"}
+    monkeypatch.setenv(
+        "COLONY_AWS_INSTANCE_PROFILES", "nodes.cluster-api-provider-aws.sigs.k8s.io, gpu-nodes,"
+    )
+    assert settings.aws_instance_profiles() == {"nodes.cluster-api-provider-aws.sigs.k8s.io", "gpu-nodes"}
+    monkeypatch.setenv("COLONY_AWS_INSTANCE_PROFILES", "")
+    assert settings.aws_instance_profiles() == frozenset()  # no aws cluster may launch
+
+
 def seconds() -> float:
     return settings.positive_seconds("COLONY_X_SECONDS", 1)
 
@@ -51,6 +62,12 @@ def seconds() -> float:
         ("COLONY_PLACEMENT_KINDS", "PyTorchJob", settings.placement_kinds, "is not plural.group"),
         ("COLONY_QUEUE_POLICY", "fifo", settings.queue_policy, "is not one of default, shortest"),
         ("COLONY_QUEUE_AGING_SECONDS", "0", settings.queue_aging_seconds, "above zero"),
+        (
+            "COLONY_AWS_INSTANCE_PROFILES",
+            "nodes,arn:aws:iam::1:x/y",
+            settings.aws_instance_profiles,
+            "is not an IAM instance profile name",
+        ),
     ],
 )
 def test_bad_values_name_the_variable(

@@ -51,6 +51,13 @@ def object_name(description: str, *, max_length: int = MAX_NAME) -> Any:
     return Field(min_length=1, max_length=max_length, pattern=pattern, description=description)
 
 
+NAME_IS_A_LABEL_VALUE = (
+    "size(self.metadata.name) <= 63",
+    "metadata.name may have at most 63 characters: it becomes a label value",
+)
+"""The root rule of kinds whose name the operator puts into a label value (63 characters at most)."""
+
+
 def cel_rules(*rules: tuple[str, str]) -> JsonDict:
     """`json_schema_extra` with CEL validation rules, each given as (rule, message)."""
     return {"x-kubernetes-validations": [{"rule": rule, "message": message} for rule, message in rules]}
@@ -157,6 +164,9 @@ class ResourceDefinition:
     categories: tuple[str, ...] = ("exalsius",)
     printer_columns: tuple[PrinterColumn, ...] = ()
     scope: Literal["Namespaced", "Cluster"] = "Namespaced"
+    root_rules: tuple[tuple[str, str], ...] = ()
+    """CEL rules (rule, message) on the whole object, e.g. on metadata.name (the only metadata CEL
+    sees besides generateName)."""
 
     @property
     def crd_name(self) -> str:

@@ -11,6 +11,9 @@ from colony.api.base import (
     DNS_LABEL_PATTERN,
     DNS_SUBDOMAIN_PATTERN,
     MAX_LABEL,
+    MAX_NAME,
+    NAME_IS_A_LABEL_VALUE,
+    SECRET_KEY_PATTERN,
     ApiModel,
     LabelSelector,
     PrinterColumn,
@@ -18,9 +21,13 @@ from colony.api.base import (
     ResourceStatus,
     SecretKeyReference,
     cel_rules,
+    object_name,
 )
 
 K8S_VERSION_PATTERN = r"^v1\.[0-9]+\.[0-9]+$"
+CAPA_NODES_INSTANCE_PROFILE = "nodes.cluster-api-provider-aws.sigs.k8s.io"
+"""The instance profile CAPA's bootstrap (clusterawsadm) creates for worker nodes: the only one a
+colony may attach unless the admin allows more (COLONY_AWS_INSTANCE_PROFILES)."""
 
 
 class DockerClusterSpec(ApiModel):
@@ -42,8 +49,9 @@ class AwsClusterSpec(ApiModel):
     )
     ssh_key_name: str | None = Field(default=None, description="Name of an EC2 key pair for SSH access.")
     iam_instance_profile: str = Field(
-        default="nodes.cluster-api-provider-aws.sigs.k8s.io",
-        description="IAM instance profile attached to the workers.",
+        default=CAPA_NODES_INSTANCE_PROFILE,
+        description="IAM instance profile attached to the workers; one the operator's admin allows "
+        "(default: only CAPA's nodes profile).",
     )
     spot: bool = Field(default=False, description="Run the workers on EC2 spot instances.")
     spot_max_price: float | None = Field(
@@ -147,16 +155,77 @@ class WorkloadDependency(ApiModel):
     )
 
 
-class HelmChartProxySpec(ApiModel):
-    """The parts of a CAAPH HelmChartProxySpec the operator reads; other fields pass through."""
+HELM_REPO_URL_PATTERN = r"^(https|oci)://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~%/:@+-]*)?$"
+"""A chart repository: https:// or oci:// (never file://, http:// or a local path), no query string."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+FORBIDDEN_TEMPLATE_FUNCTIONS = ("env", "expandenv", "getHostByName")
+"""Sprig functions a tenant's valuesTemplate may not call: CAAPH renders the template inside its
+controller, so `env`/`expandenv` would read the controller's environment and `getHostByName`
+would resolve names from the management cluster."""
+
+_TEMPLATE_LITERAL = r"\x22(?:[^\x22\\]|\\.)*\x22|\x27(?:[^\x27\\]|\\.)*\x27|\x60[^\x60]*\x60"
+FORBIDDEN_TEMPLATE_CALL_PATTERN = (
+    r"\{\{(?:(?:[^}\x22\x27\x60]|"
+    + _TEMPLATE_LITERAL
+    + r")*[^0-9A-Za-z_.$}\x22\x27\x60])?(?:"
+    + "|".join(FORBIDDEN_TEMPLATE_FUNCTIONS)
+    + r")\b"
+)
+"""RE2: a forbidden function name used as an identifier inside a Go template action. From each
+`{{` it steps over string, raw-string and character literals (as Go's lexer does) and stops at
+`}`; the name must not follow an identifier character, `.` (a field) or `$` (a variable). The
+operator checks the same at render time with a lexer (render/go_templates.py)."""
+MAX_VALUES_TEMPLATE = 16384
+"""Bound of valuesTemplate: the CEL rule's static cost (4 bytes per character x 32 dependencies x
+the regular expression) must stay inside the API server's per-rule budget."""
+
+
+class HelmSecretReference(ApiModel):
+    """A Secret in the colony's namespace (CAAPH's SecretReference without its namespace field: a
+    tenant's colony never names another namespace's Secret)."""
+
+    name: str = object_name("Name of the Secret, in the colony's namespace (a DNS subdomain).")
+
+
+class HelmCredentials(ApiModel):
+    """OCI registry credentials for the chart, from a Secret in the colony's namespace."""
+
+    secret: HelmSecretReference = Field(description="Secret holding the registry credentials.")
+    key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_NAME,
+        pattern=SECRET_KEY_PATTERN,
+        description="Key inside the Secret's data (CAAPH's default: config.json).",
+    )
+
+
+class HelmTlsConfig(ApiModel):
+    """TLS settings for the chart repository."""
+
+    ca_secret: HelmSecretReference | None = Field(
+        default=None, description="Secret in the colony's namespace holding the repository's CA (ca.crt)."
+    )
+    insecure_skip_tls_verify: bool | None = Field(
+        default=None,
+        alias="insecureSkipTLSVerify",
+        description="Skip verification of the repository's certificate.",
+    )
+
+
+class HelmChartProxySpec(ApiModel):
+    """The CAAPH HelmChartProxySpec fields a colony may set; every other field is unknown (rejected
+    at admission, pruned by lax clients, dropped by this model) and never reaches CAAPH."""
 
     cluster_selector: LabelSelector | None = Field(
         default=None, description="Labels of the colony clusters that get this chart."
     )
     repo_url: str = Field(
-        alias="repoURL", min_length=1, description="URL of the Helm repository holding the chart."
+        alias="repoURL",
+        min_length=1,
+        max_length=512,
+        pattern=HELM_REPO_URL_PATTERN,
+        description="URL of the Helm repository holding the chart (https:// or oci://).",
     )
     chart_name: str = Field(min_length=1, description="Name of the chart in the repository.")
     version: str | None = Field(default=None, description="Chart version; pin it for reproducibility.")
@@ -174,11 +243,32 @@ class HelmChartProxySpec(ApiModel):
         pattern=DNS_LABEL_PATTERN,
         description="Namespace to install the release into (a DNS label).",
     )
-    values_template: str | None = Field(default=None, description="Go template rendered into values.")
+    values_template: str | None = Field(
+        default=None,
+        max_length=MAX_VALUES_TEMPLATE,
+        description="Go template rendered into values by CAAPH (sprig functions, except "
+        + ", ".join(FORBIDDEN_TEMPLATE_FUNCTIONS)
+        + ").",
+        json_schema_extra=cel_rules(
+            (
+                "!self.matches(r'" + FORBIDDEN_TEMPLATE_CALL_PATTERN + "')",
+                "valuesTemplate may not call " + ", ".join(FORBIDDEN_TEMPLATE_FUNCTIONS),
+            )
+        ),
+    )
+    reconcile_strategy: Literal["Continuous", "InstallOnce"] | None = Field(
+        default=None, description="Continuous (default) or InstallOnce."
+    )
     options: dict[str, Any] | None = Field(
         default=None,
         description="CAAPH install/upgrade options (wait, timeout, install.createNamespace, ...).",
         json_schema_extra={"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    )
+    credentials: HelmCredentials | None = Field(
+        default=None, description="OCI registry credentials, from a Secret in the colony's namespace."
+    )
+    tls_config: HelmTlsConfig | None = Field(
+        default=None, alias="tlsConfig", description="TLS settings for the repository."
     )
 
 
@@ -304,6 +394,7 @@ COLONY = ResourceDefinition(
     plural="colonies",
     singular="colony",
     short_names=("col",),
+    root_rules=(NAME_IS_A_LABEL_VALUE,),  # the colony label of its clusters and add-ons
     spec_model=ColonySpec,
     status_model=ColonyStatus,
     description="A Colony is a set of Kubernetes clusters (AWS, Docker, on-prem SSH hosts or existing "

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from colony.api.base import ResourceDefinition
+from colony.api.base import ResourceDefinition, cel_rules
 
 _DROPPED_KEYS = {"title", "$defs", "discriminator"}
 
@@ -106,6 +106,7 @@ def crd_for(resource: ResourceDefinition) -> dict[str, Any]:
             "openAPIV3Schema": {
                 "type": "object",
                 "description": resource.description,
+                **(cel_rules(*resource.root_rules) if resource.root_rules else {}),
                 "required": ["spec"],
                 "properties": {
                     "apiVersion": {"type": "string", "description": "Versioned schema of this object."},

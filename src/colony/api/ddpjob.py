@@ -11,6 +11,7 @@ from colony.api.base import (
     DNS_SUBDOMAIN_PATTERN,
     MAX_LABEL,
     MAX_NAME,
+    NAME_IS_A_LABEL_VALUE,
     ApiModel,
     GpuType,
     LabelValue,
@@ -199,6 +200,7 @@ DDPJOB = ResourceDefinition(
     plural="ddpjobs",
     singular="ddpjob",
     short_names=("ddp",),
+    root_rules=(NAME_IS_A_LABEL_VALUE,),  # the job-name label of its pods, PodGroup and GPR
     spec_model=DDPJobSpec,
     status_model=DDPJobStatus,
     description="A DDPJob runs multi-node PyTorch DDP training (torchrun) on a colony, gang-scheduled.",

@@ -62,7 +62,7 @@ async def _render(ctx: OperatorContext, body: Mapping[str, Any], spec: ColonySpe
     meta = body["metadata"]
     ref = ColonyRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
     ports = await _ports(ctx.kube, ref.namespace, ref.name, spec, body.get("status") or {})
-    return render_colony(ref, spec, ports)
+    return render_colony(ref, spec, ports, aws_instance_profiles=ctx.settings.aws_instance_profiles)
 
 
 async def _observe(

@@ -23,6 +23,7 @@ from colony.kube.config import default_api_client
 from colony.kube.helm import find_helm
 from colony.kube.resources import Kube
 from colony.pricing.operator_catalog import load_operator_catalog
+from colony.render.context import DEFAULT_AWS_INSTANCE_PROFILES
 from colony.scheduling.offers.model import Offer
 from colony.scheduling.queueing.model import DEFAULT_AGING_S, PlacementStrategy, QueueOrder
 from colony.workloads.sandbox import ExpressionSandbox, Limits
@@ -52,6 +53,8 @@ class OperatorSettings:
     """COLONY_COST_REFRESH_SECONDS: how often a colony's accrued cost is brought forward."""
     allow_unsafe_kubeconfigs: bool = False
     """COLONY_ALLOW_UNSAFE_KUBECONFIGS: also accept proxy-url and insecure-skip-tls-verify."""
+    aws_instance_profiles: frozenset[str] = DEFAULT_AWS_INSTANCE_PROFILES
+    """COLONY_AWS_INSTANCE_PROFILES: the IAM instance profiles aws workers may get."""
     expression_limits: Limits = field(default_factory=Limits)
     """COLONY_EXPRESSION_TIMEOUT_SECONDS / COLONY_EXPRESSION_MEMORY_MB: bounds of jq expressions."""
 
@@ -68,6 +71,7 @@ class OperatorSettings:
             placement_kinds=settings.placement_kinds(),
             cost_refresh_s=settings.positive_seconds("COLONY_COST_REFRESH_SECONDS", 60.0),
             allow_unsafe_kubeconfigs=settings.allow_unsafe_kubeconfigs(),
+            aws_instance_profiles=settings.aws_instance_profiles(),
             expression_limits=Limits.from_env(),
         )
 

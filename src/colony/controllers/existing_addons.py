@@ -23,6 +23,7 @@ import yaml
 
 from colony.kube.helm import HelmClient, Release, UnsafeKubeconfig
 from colony.kube.resources import Kube
+from colony.kube.safe_kubeconfig import yaml_error_position
 from colony.render.contract import ColonyRef, RenderedCluster
 from colony.render.existing_addons import HelmReleasePlan
 
@@ -199,13 +200,9 @@ class ExistingClusterAddons:
         encoded = (secret.get("data") or {}).get(cluster.kubeconfig_key)
         if not encoded:
             return None, f"kubeconfig Secret {namespace}/{cluster.kubeconfig_secret} has no key"
-        try:
-            return HelmClient(self.helm, yaml.safe_load(base64.b64decode(encoded))), ""
-        except (binascii.Error, yaml.YAMLError, UnsafeKubeconfig, AttributeError) as error:
-            return (
-                None,
-                f"kubeconfig in Secret {namespace}/{cluster.kubeconfig_secret} is refused: {error}",
-            )
+        return kubeconfig_client(
+            self.helm, encoded, f"kubeconfig in Secret {namespace}/{cluster.kubeconfig_secret}"
+        )
 
     async def close(self) -> None:
         """Cancel every running helm task."""
@@ -213,6 +210,20 @@ class ExistingClusterAddons:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def kubeconfig_client(helm: Path, encoded: str, where: str) -> tuple[HelmClient | None, str]:
+    """A HelmClient for a kubeconfig Secret's value, or why not. The message goes into
+    status.addons, which the tenant and everyone who may read the colony sees: a YAML error gives
+    only its line (its own text quotes the Secret's lines, tokens included)."""
+    try:
+        kubeconfig = yaml.safe_load(base64.b64decode(encoded))
+    except (binascii.Error, ValueError, yaml.YAMLError) as error:
+        return None, f"{where} is invalid: not base64-encoded YAML{yaml_error_position(error)}"
+    try:
+        return HelmClient(helm, kubeconfig), ""
+    except (UnsafeKubeconfig, AttributeError) as error:
+        return None, f"{where} is refused: {error}"
 
 
 def _short(error: BaseException) -> str:

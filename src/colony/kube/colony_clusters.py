@@ -16,7 +16,7 @@ from colony import settings
 from colony.kube.config import api_client_from_kubeconfig
 from colony.kube.reachability import Reachability, ServerUnreachable, guard_requests
 from colony.kube.resources import Kube
-from colony.kube.safe_kubeconfig import KubeconfigError, RefusedKubeconfigField
+from colony.kube.safe_kubeconfig import KubeconfigError, RefusedKubeconfigField, yaml_error_position
 from colony.status.inventory import ClusterInventory, inventory_from_nodes
 
 READ_TIMEOUT_S = 5.0
@@ -86,8 +86,7 @@ class ColonyClusterClients:
             kubeconfig = yaml.safe_load(base64.b64decode(encoded))
         except (binascii.Error, ValueError, yaml.YAMLError) as error:
             # a YAML error quotes the Secret's lines: only its position goes into status
-            mark = getattr(error, "problem_mark", None)
-            at = f" (line {mark.line + 1})" if mark is not None else ""
+            at = yaml_error_position(error)
             raise ClusterAccessError(f"{where} is invalid: not base64-encoded YAML{at}") from None
         try:
             api = await api_client_from_kubeconfig(kubeconfig, allow_unsafe=self.allow_unsafe)

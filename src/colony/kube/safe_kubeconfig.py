@@ -50,6 +50,15 @@ _NEVER = {
 }
 
 
+def yaml_error_position(error: BaseException) -> str:
+    """` (line N)` for a YAML error that knows where it happened, else "". A YAML error's own text
+    quotes the offending lines: for a kubeconfig, that is a token or a key, so only the position
+    may go into a status or a log."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    line = getattr(mark, "line", None)
+    return f" (line {line + 1})" if isinstance(line, int) else ""
+
+
 class KubeconfigError(ValueError):
     """A kubeconfig the operator cannot use; `field` names the offending field (never its value)."""
 

@@ -21,6 +21,7 @@ from typing import Any
 from colony.api.colony import AdditionalDependency, ColonySpec
 from colony.labels import ADDON_LABEL, COLONY_LABEL, MANAGED_BY_LABEL
 from colony.render.contract import ColonyRef, Manifest
+from colony.render.go_templates import forbidden_calls
 from colony.render.labels import ownership_labels
 from colony.render.names import bounded_name
 from colony.render.objects import HELM_CHART_PROXY, manifest
@@ -208,8 +209,10 @@ def _additional_proxies(
             problems.append(f"additional dependency {dependency.name!r} is listed twice")
             continue
         seen.add(dependency.name)
-        wire, selector_problems = _additional_spec(colony, dependency)
-        problems += selector_problems
+        wire, spec_problems = _additional_spec(colony, dependency)
+        problems += spec_problems
+        if wire is None:
+            continue
         for key, value in wire["clusterSelector"]["matchLabels"].items():
             if _reserved(key):
                 continue
@@ -230,9 +233,20 @@ def _reserved(key: str) -> bool:
     return key.startswith(RESERVED_LABEL_PREFIX) or key == MANAGED_BY_LABEL
 
 
-def _additional_spec(colony: ColonyRef, dependency: AdditionalDependency) -> tuple[dict[str, Any], list[str]]:
-    """The user's HelmChartProxySpec (unknown fields passed through), scoped to the colony."""
+def _additional_spec(
+    colony: ColonyRef, dependency: AdditionalDependency
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The user's HelmChartProxySpec (only the fields the model declares), scoped to the colony:
+    the selector always carries the colony label and every Secret reference names the colony's
+    namespace. None, with the reason, when the valuesTemplate calls a forbidden function (the CRD
+    refuses it already; this is the second line)."""
     problems = []
+    forbidden = forbidden_calls(dependency.spec.values_template)
+    if forbidden:
+        return None, [
+            f"additional dependency {dependency.name!r} is not installed: its valuesTemplate calls "
+            f"{', '.join(forbidden)}, which would run inside the add-on controller"
+        ]
     wire = dependency.spec.to_wire()
     user_labels = (
         dict(dependency.spec.cluster_selector.match_labels) if dependency.spec.cluster_selector else {}
@@ -243,6 +257,11 @@ def _additional_spec(colony: ColonyRef, dependency: AdditionalDependency) -> tup
             f"{user_labels[COLONY_LABEL]} is replaced by {colony.name} (it may only select this colony)"
         )
     wire["clusterSelector"] = {"matchLabels": {**user_labels, COLONY_LABEL: colony.name}}
+    for field, reference in (("credentials", "secret"), ("tlsConfig", "caSecret")):
+        secret = (wire.get(field) or {}).get(reference)
+        if isinstance(secret, dict):
+            # CAAPH reads these Secrets with its own ClusterRole: never another namespace's.
+            secret["namespace"] = colony.namespace
     return wire, problems
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Set
 from colony.api.colony import ColonyCluster, ColonySpec
 from colony.render import capi, controlplane
 from colony.render.addons import plan_addons
-from colony.render.context import ClusterContext
+from colony.render.context import DEFAULT_AWS_INSTANCE_PROFILES, ClusterContext
 from colony.render.contract import (
     ColonyRef,
     HostedControlPlanePorts,
@@ -26,7 +26,11 @@ CAPI_KUBECONFIG_KEY = "value"
 
 
 def render_colony(
-    colony: ColonyRef, spec: ColonySpec, ports: Mapping[str, HostedControlPlanePorts]
+    colony: ColonyRef,
+    spec: ColonySpec,
+    ports: Mapping[str, HostedControlPlanePorts],
+    *,
+    aws_instance_profiles: frozenset[str] = DEFAULT_AWS_INSTANCE_PROFILES,
 ) -> RenderedColony:
     """Everything the colony needs in the management cluster, in its namespace.
 
@@ -34,7 +38,8 @@ def render_colony(
     hosted cluster missing from it gets a deterministic allocation (`allocate_hosted_ports`),
     returned in `RenderedCluster.hosted_ports` for the controller to record. Problems that do not
     stop rendering (unknown dependencies, unsupported settings) are returned, never raised; each
-    cluster's own problems are also in `RenderedCluster.problems`. (ValueError only for a spec
+    cluster's own problems are also in `RenderedCluster.problems`. `aws_instance_profiles` is the
+    admin's allowlist of worker instance profiles (COLONY_AWS_INSTANCE_PROFILES). (ValueError only for a spec
     that bypassed ColonySpec validation, e.g. a malformed k8sVersion.)
     """
     version = KubernetesVersion.parse(spec.k8s_version)
@@ -44,7 +49,7 @@ def render_colony(
     clusters = []
     for cluster in spec.colony_clusters:
         rendered = _render_cluster(
-            ClusterContext.create(colony, cluster, version),
+            ClusterContext.create(colony, cluster, version, aws_instance_profiles),
             spec,
             addons.cluster_labels,
             ports.get(cluster.cluster_name),
@@ -69,6 +74,16 @@ def _render_cluster(
     hosted = spec.hosted_control_plane_enabled or not provider.machine_control_plane
     objects = provider.render(ctx, hosted_control_plane=hosted)
     problems = list(objects.problems)
+    if objects.refused:
+        return RenderedCluster(
+            cluster_name=cluster.cluster_name,
+            provider=provider.name,
+            capi_cluster_name=ctx.capi_name,
+            manifests=(),
+            kubeconfig_secret=kubeconfig_secret_name(ctx.capi_name),
+            kubeconfig_key=CAPI_KUBECONFIG_KEY,
+            problems=tuple(problems),
+        )
     infrastructure = objects.infrastructure_cluster
     if infrastructure is None:
         if objects.kubeconfig is None:

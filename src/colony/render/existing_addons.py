@@ -8,8 +8,9 @@ and dependency whose clusterSelector matches the labels that cluster would carry
 
 Every field that reaches the helm command line is validated here (tenant input): chart names,
 release names, namespaces and versions must look like what they are, never like a flag or a
-path, and repositories must be http(s) or oci URLs, so a tenant can neither pass options to helm
-nor make the operator read a chart from its own file system.
+path, and repositories must be https or oci URLs (the CRD's pattern, api/colony.py), so a tenant
+can neither pass options to helm nor make the operator read a chart from its own file system or
+fetch plain-http URLs inside the cluster network.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from colony.api.colony import ColonySpec
+from colony.api.colony import HELM_REPO_URL_PATTERN, ColonySpec
 from colony.labels import ADDON_LABEL, COLONY_LABEL
 from colony.render.addons import DEFAULT_OPTIONS, plan_addons
 from colony.render.contract import ColonyRef, Manifest, RenderedColony
@@ -33,7 +34,7 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$")
 NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 CHART_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 VERSION = re.compile(r"^v?[0-9A-Za-z][0-9A-Za-z.+~^<>=*, |-]{0,63}$")
-REPO_URL = re.compile(r"^(https?|oci)://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~%/:@+-]*)?$")
+REPO_URL = re.compile(HELM_REPO_URL_PATTERN)
 TIMEOUT = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")
 UNSUPPORTED_FIELDS = ("credentials", "tlsConfig")
 """HelmChartProxySpec fields that name management-cluster Secrets; not read for existing clusters."""
@@ -127,7 +128,7 @@ def _plan(proxy: Manifest, cluster: str, secret: str, key: str) -> tuple[HelmRel
     namespace = str(spec.get("namespace") or "default")
     version = spec.get("version")
     if not REPO_URL.match(repo_url):
-        return refuse(f"repoURL {repo_url!r} is not an http(s):// or oci:// URL")
+        return refuse(f"repoURL {repo_url!r} is not an https:// or oci:// URL")
     if not CHART_NAME.match(chart_name):
         return refuse(f"chartName {chart_name!r} is not a chart name")
     if not DNS_LABEL.match(release):

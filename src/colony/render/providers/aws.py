@@ -39,6 +39,18 @@ class AwsProvider:
         aws = ctx.cluster.aws
         if aws is None:
             raise ValueError(f"cluster {ctx.cluster.cluster_name!r} has no aws block")
+        if aws.iam_instance_profile not in ctx.aws_instance_profiles:
+            # The workers launch with the admin's CAPA identity, and whoever controls a node reads
+            # its profile's credentials from the instance metadata: a tenant may only attach what
+            # the admin allows (COLONY_AWS_INSTANCE_PROFILES), never e.g. the controllers' profile.
+            allowed = ", ".join(sorted(ctx.aws_instance_profiles)) or "none"
+            return ProviderObjects(
+                problems=(
+                    f"aws.iamInstanceProfile {aws.iam_instance_profile!r} is not allowed by the operator "
+                    f"(allowed: {allowed}); nothing is rendered for this cluster",
+                ),
+                refused=True,
+            )
         cluster_spec: dict[str, Any] = {"region": aws.region}
         machine: dict[str, Any] = {
             "instanceType": aws.instance_type,

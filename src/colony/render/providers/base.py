@@ -24,6 +24,8 @@ class ProviderObjects:
     """Where the cluster's kubeconfig is, when not in the Cluster API `<cn>-kubeconfig` Secret."""
     problems: tuple[str, ...] = ()
     """Problems that did not stop rendering, e.g. settings the upstream API cannot express."""
+    refused: bool = False
+    """The problems stop this cluster: nothing of it is rendered (e.g. a setting the admin forbids)."""
 
 
 class InfrastructureProvider(Protocol):
