@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from typing import Any
 
 import yaml
@@ -167,6 +168,35 @@ def test_failed_cluster_degrades_the_colony_with_a_reason(
         "get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}"
     ).stdout
     assert "ColonyDegraded" in events
+
+
+def test_a_refused_instance_profile_keeps_the_running_cluster(
+    management: LocalCluster, namespace: str, capi: CapiHarness, operator_process: ManagedProcess
+) -> None:
+    """An edit to an instance profile the admin does not allow is not applied, and the running
+    cluster is kept as it is (no teardown, no surprise loss of a tenant's nodes): the colony says why."""
+    colony = _example("colony-aws.yaml")
+    name = colony["metadata"]["name"]
+    _apply(management, namespace, colony)
+    eventually(lambda: _owned(management, namespace, name).get("Cluster") == [f"{name}-aws-cluster"], 30)
+    parts_before = _owned(management, namespace, name)
+
+    colony["spec"]["colonyClusters"][0]["aws"]["iamInstanceProfile"] = "admin"
+    _apply(management, namespace, colony)
+
+    def refused() -> dict[str, Any] | None:
+        (cluster,) = _colony(management, namespace, name)["status"].get("clusters", [{}])
+        return cluster if "is not allowed" in cluster.get("message", "") else None
+
+    cluster = eventually(refused, 30)
+    assert cluster["phase"] == "Failed" and "'admin'" in cluster["message"]
+    time.sleep(3)  # a few more passes: still nothing pruned
+    assert _owned(management, namespace, name) == parts_before
+    live = management.get_json("cluster.cluster.x-k8s.io", f"{name}-aws-cluster", "-n", namespace)
+    assert not live["metadata"].get("deletionTimestamp")
+    templates = management.get_json("awsmachinetemplate.infrastructure.cluster.x-k8s.io", "-n", namespace)
+    profiles = {t["spec"]["template"]["spec"]["iamInstanceProfile"] for t in templates["items"]}
+    assert profiles == {"nodes.cluster-api-provider-aws.sigs.k8s.io"}  # the refused value never applied
 
 
 def _kubeconfig_secret(management: LocalCluster, namespace: str, name: str, content: str) -> None:

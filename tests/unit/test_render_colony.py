@@ -297,7 +297,7 @@ def test_an_instance_profile_the_admin_does_not_allow_renders_nothing(profile: s
     profile would hand its AWS credentials to whoever controls a node (issue 16, G7)."""
     rendered = render_colony(colony_ref("train"), _aws_with_profile(profile), {})
     gpu, local = rendered.clusters
-    assert gpu.manifests == ()
+    assert gpu.manifests == () and gpu.kept_as_is and not local.kept_as_is
     (problem,) = gpu.problems
     assert repr(profile) in problem and "nodes.cluster-api-provider-aws.sigs.k8s.io" in problem
     assert rendered.problems == (f"cluster 'gpu': {problem}",)

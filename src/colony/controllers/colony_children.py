@@ -55,21 +55,25 @@ async def _owned(kube: Kube, namespace: str, colony: str, api_version: str, kind
 async def prune(kube: Kube, namespace: str, colony: str, rendered: RenderedColony) -> list[str]:
     """Delete owned objects that are no longer desired; returns what was deleted (kind/name).
 
-    A removed cluster loses its Cluster first; its other parts go once the Cluster is gone.
+    A removed cluster loses its Cluster first; its other parts go once the Cluster is gone. The
+    objects of a cluster kept as it is (refused by policy, RenderedCluster.kept_as_is) stay.
     """
     desired = {_key(m) for m in desired_objects(rendered)}
+    kept = {c.cluster_name for c in rendered.clusters if c.kept_as_is}
     deleted: list[str] = []
     clusters = await _owned(kube, namespace, colony, *CAPI_CLUSTER)
     live_cluster_labels = {c["metadata"].get("labels", {}).get(CLUSTER_LABEL) for c in clusters}
     for api_version, kind in (CAPI_CLUSTER, HELM_CHART_PROXY):
         for obj in await _owned(kube, namespace, colony, api_version, kind):
+            if obj["metadata"].get("labels", {}).get(CLUSTER_LABEL) in kept:
+                continue
             if _key(obj) not in desired and not obj["metadata"].get("deletionTimestamp"):
                 await kube.delete(api_version, kind, obj["metadata"]["name"], namespace)
                 deleted.append(f"{kind}/{obj['metadata']['name']}")
     for api_version, kind in CLUSTER_PARTS:
         for obj in await _owned(kube, namespace, colony, api_version, kind):
             cluster = obj["metadata"].get("labels", {}).get(CLUSTER_LABEL)
-            if _key(obj) in desired or cluster in live_cluster_labels:
+            if _key(obj) in desired or cluster in live_cluster_labels or cluster in kept:
                 continue
             await kube.delete(api_version, kind, obj["metadata"]["name"], namespace)
             deleted.append(f"{kind}/{obj['metadata']['name']}")

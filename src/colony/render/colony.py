@@ -83,6 +83,7 @@ def _render_cluster(
             kubeconfig_secret=kubeconfig_secret_name(ctx.capi_name),
             kubeconfig_key=CAPI_KUBECONFIG_KEY,
             problems=tuple(problems),
+            kept_as_is=True,
         )
     infrastructure = objects.infrastructure_cluster
     if infrastructure is None:

@@ -52,6 +52,10 @@ class RenderedCluster:
     hosted_ports: HostedControlPlanePorts | None = None
     problems: tuple[str, ...] = ()
     """This cluster's problems (also in RenderedColony.problems, prefixed with the cluster name)."""
+    kept_as_is: bool = False
+    """Refused by the operator's policy (e.g. an AWS instance profile the admin does not allow):
+    nothing is rendered, and what already runs for it is left as it is (never pruned: a policy
+    change must not tear down a running cluster)."""
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ class AwsProvider:
             return ProviderObjects(
                 problems=(
                     f"aws.iamInstanceProfile {aws.iam_instance_profile!r} is not allowed by the operator "
-                    f"(allowed: {allowed}); nothing is rendered for this cluster",
+                    f"(allowed: {allowed}); nothing is rendered for this cluster and what already runs for "
+                    "it is left as it is",
                 ),
                 refused=True,
             )
