@@ -25,7 +25,7 @@ from colony.controllers.colony_shares import read_visibility
 from colony.controllers.context import OperatorContext, context_of
 from colony.controllers.loops import run_all
 from colony.kube.colony_clusters import ClusterAccessError
-from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, KubeApiError, NotFound
+from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, NotFound
 from colony.labels import ATTEMPT_LABEL, JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from colony.render.ddpjob import JobRef, render_ddpjob
 from colony.render.resources import (
@@ -36,6 +36,14 @@ from colony.render.resources import (
     without_plain_wandb_key,
 )
 from colony.scheduling.capacity import choose_cluster
+from colony.scheduling.cleanup import (
+    CLEANUP_ABANDONED,
+    CLEANUP_FAILED,
+    DELETE_RETRY_DELAY_S,
+    abandoned_message,
+    failed_try_message,
+    gives_up,
+)
 from colony.scheduling.teardown import expired, is_ephemeral, teardown_due
 from colony.scheduling.visibility import job_colony, split_colony_key, visible
 from colony.status.cost import job_usage, price_per_gpu_hour
@@ -49,8 +57,6 @@ them, once it has been finished this long (so that two jobs finishing at once ca
 to the other: each sees the other finished by then)."""
 LAUNCH_CONCURRENCY = 32
 """Creates of one launch in flight at once (a job of many nodes launches in waves of this size)."""
-DELETE_RETRIES = 3
-DELETE_RETRY_DELAY_S = 2.0
 CLEANUP_KINDS = (
     ("v1", "Pod"),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"),
@@ -588,24 +594,21 @@ async def delete_ddpjob(
             copy = await target.get("v1", "Secret", str(wandb), meta["namespace"])
             if copy is not None and (copy["metadata"].get("labels") or {}).get(JOB_LABEL) == meta["name"]:
                 await target.delete("v1", "Secret", str(wandb), meta["namespace"])
-    except (ClusterAccessError, KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as failure:
-        # any error class: a 401/403 or a 5xx from a colony is as final for us as an unreachable one
-        if retry + 1 < DELETE_RETRIES:
-            unreachable = not isinstance(failure, KubeApiError)
+    except Exception as failure:
+        # any error class (colony.scheduling.cleanup): a 401/403 or a 5xx from a colony is as final
+        # for us as an unreachable one, and so is an error nobody foresaw
+        where = f"cluster {status['cluster']}"
+        if not gives_up(retry + 1):
+            unreachable = isinstance(
+                failure, ClusterAccessError | aiohttp.ClientError | OSError | TimeoutError
+            )
             events.post(
                 body,
-                "ClusterUnreachable" if unreachable else "CleanupFailed",
-                f"cannot clean up on cluster {status['cluster']} "
-                f"(try {retry + 1}/{DELETE_RETRIES}): {failure}",
+                "ClusterUnreachable" if unreachable else CLEANUP_FAILED,
+                failed_try_message(where, retry + 1, failure),
                 warning=True,
             )
             raise kopf.TemporaryError(str(failure), delay=DELETE_RETRY_DELAY_S) from failure
-        what = ", ".join(left) if left else ("nothing" if left == [] else "objects not listed")
-        events.post(
-            body,
-            "CleanupAbandoned",
-            f"gave up cleaning up on cluster {status['cluster']} after {DELETE_RETRIES} tries "
-            f"({failure}); left behind: {what}",
-            warning=True,
-        )
-        logger.warning("abandoning remote cleanup on %s: %s; left: %s", status["cluster"], failure, what)
+        message = abandoned_message(where, failure, left)
+        events.post(body, CLEANUP_ABANDONED, message, warning=True)
+        logger.warning("abandoning remote cleanup: %s", message)
