@@ -25,8 +25,9 @@ NAME = "HelmRelease/onprem/addons/demo"
 class Helm:
     """A cluster whose one release cannot be uninstalled (any error class)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fails: bool = True) -> None:
         self.uninstalls = 0
+        self.fails = fails
 
     async def releases(self, uid: str, spec_hash: str | None = None) -> list[Release]:
         release = SimpleNamespace(namespace="addons", name="demo", status="deployed", chart="demo-0.1.0")
@@ -34,6 +35,8 @@ class Helm:
 
     async def uninstall(self, name: str, namespace: str) -> None:
         self.uninstalls += 1
+        if not self.fails:  # "succeeds", and the release stays
+            return
         raise RuntimeError(f"uninstall: pre-delete hook failed ({self.uninstalls})")
 
 
@@ -73,7 +76,7 @@ def test_a_failing_uninstall_is_tried_a_bounded_number_of_times_then_abandoned_o
         assert (later.remaining, later.abandoned) == ([], {})  # reported once
         assert helm.uninstalls == DELETE_RETRIES
         addons.forget(COLONY.uid)
-        assert not addons._uninstall_failures and not addons._failures and not addons._abandoned
+        assert not addons._uninstall_tries and not addons._failures and not addons._abandoned
 
     asyncio.run(scenario())
 
@@ -86,5 +89,22 @@ def test_a_failed_uninstall_is_tried_again_only_after_the_retry_delay() -> None:
         await _step(addons)
         again = await _step(addons)  # at once: waited for, not run again yet
         assert again.remaining == [NAME] and helm.uninstalls == 1
+
+    asyncio.run(scenario())
+
+
+def test_an_uninstall_that_succeeds_and_leaves_the_release_is_bounded_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(existing_addons, "DELETE_RETRY_DELAY_S", 0.0)
+    helm = Helm(fails=False)
+    addons = _addons(helm)
+
+    async def scenario() -> None:
+        for _ in range(DELETE_RETRIES):
+            assert (await _step(addons)).remaining == [NAME]
+        given_up = await _step(addons)
+        assert given_up.remaining == [] and given_up.abandoned == {NAME: "still installed after uninstall"}
+        assert helm.uninstalls == DELETE_RETRIES
 
     asyncio.run(scenario())

@@ -72,8 +72,10 @@ class ExistingClusterAddons:
         self._installing: set[_Key] = set()
         self._applied: dict[_Key, str] = {}
         self._failures: dict[_Key, _Failure] = {}
-        self._uninstall_failures: dict[_Key, int] = {}
-        """Failed uninstalls per release (of colonies being deleted), bounded by DELETE_RETRIES."""
+        self._uninstall_tries: dict[_Key, int] = {}
+        """Uninstalls started per release of a colony being deleted, bounded by DELETE_RETRIES."""
+        self._uninstall_ended: dict[_Key, float] = {}
+        """When the last uninstall of a release ended (the next waits DELETE_RETRY_DELAY_S)."""
         self._abandoned: set[_Key] = set()
         self._runs = asyncio.Semaphore(CONCURRENT_HELM_RUNS)
 
@@ -172,9 +174,9 @@ class ExistingClusterAddons:
             _log.warning("helm on %s failed for %s/%s: %s", key[1], key[2], key[3], message)
             self._failures[key] = _Failure(spec_hash, time.monotonic(), message)
             self._applied.pop(key, None)
-            if not spec_hash:  # an uninstall: a failed try of a cleanup
-                self._uninstall_failures[key] = self._uninstall_failures.get(key, 0) + 1
         finally:
+            if not spec_hash:  # an uninstall
+                self._uninstall_ended[key] = time.monotonic()
             self._tasks.pop(key, None)
             self._installing.discard(key)
 
@@ -182,9 +184,9 @@ class ExistingClusterAddons:
         """One step of deleting the colony: uninstall its releases; what remains (empty: done).
 
         A cluster that cannot be reached any more is skipped: its releases cannot be removed. A
-        release whose uninstall failed DELETE_RETRIES times (any error: colony.scheduling.cleanup)
-        is given up, reported once in `abandoned`, and no longer waited for; a failed uninstall is
-        tried again DELETE_RETRY_DELAY_S later at the soonest.
+        release still there after DELETE_RETRIES uninstalls (failed with any error, or "succeeded"
+        and left it: colony.scheduling.cleanup) is given up, reported once in `abandoned`, and no
+        longer waited for; each uninstall starts DELETE_RETRY_DELAY_S after the last one ended.
         """
         installs = [t for k, t in self._tasks.items() if k[0] == colony.uid and k in self._installing]
         for task in installs:
@@ -206,20 +208,24 @@ class ExistingClusterAddons:
             for release in releases:
                 name = f"HelmRelease/{cluster.cluster_name}/{release.namespace}/{release.name}"
                 key = (colony.uid, cluster.cluster_name, release.namespace, release.name)
-                last = self._failures.get(key)
-                if key not in self._tasks and gives_up(self._uninstall_failures.get(key, 0)):
+                if key not in self._tasks and gives_up(self._uninstall_tries.get(key, 0)):
                     if key not in self._abandoned:
                         self._abandoned.add(key)
-                        removal.abandoned[name] = last.message if last else "uninstall failed"
+                        last = self._failures.get(key)
+                        removal.abandoned[name] = last.message if last else "still installed after uninstall"
                     continue
                 removal.remaining.append(name)
-                if last is None or last.spec_hash or time.monotonic() - last.at >= DELETE_RETRY_DELAY_S:
+                ended = self._uninstall_ended.get(key)
+                if key not in self._tasks and (
+                    ended is None or time.monotonic() - ended >= DELETE_RETRY_DELAY_S
+                ):
+                    self._uninstall_tries[key] = self._uninstall_tries.get(key, 0) + 1
                     self._start(key, client.uninstall(release.name, release.namespace))
         return removal
 
     def forget(self, uid: str) -> None:
         """Drop what is kept about a colony that is gone (its uid)."""
-        for kept in (self._applied, self._failures, self._uninstall_failures):
+        for kept in (self._applied, self._failures, self._uninstall_tries, self._uninstall_ended):
             for key in [k for k in kept if k[0] == uid]:
                 del kept[key]
         self._abandoned = {k for k in self._abandoned if k[0] != uid}
