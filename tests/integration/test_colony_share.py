@@ -254,3 +254,87 @@ def test_a_tenant_cannot_create_a_colony_share_and_the_chart_grants_no_one_but_t
             ):
                 granted.setdefault(doc["metadata"]["name"], set()).update(rule.get("verbs", []))
     assert list(granted.values()) == [{"list"}], granted  # the operator's ClusterRole, nothing else
+
+
+def _ddpjob_status(management: LocalCluster, namespace: str, name: str) -> dict[str, Any]:
+    status: dict[str, Any] = management.get_json("ddpjob", name, "-n", namespace).get("status") or {}
+    return status
+
+
+def test_a_gpu_types_job_admitted_on_a_shared_colony_runs_there_and_is_cleaned_up_there(
+    management: LocalCluster,
+    shared_cluster: LocalCluster,
+    namespace: str,
+    victim: str,
+    operator_process: ManagedProcess,
+    cleanup: list[tuple[str, ...]],
+) -> None:
+    """Issue 17, "Shared colonies": a DDPJob with gpuTypes in the tenant namespace `victim`, whose GPU
+    request the scheduler admits onto colony `pool` of `namespace` (shared by the admin), is launched
+    on that colony's cluster and records its namespace; it never goes to the tenant's own colony of
+    the same name (here broken: a job looking it up instead would fail there). Deleting the job
+    removes its pods from the shared colony."""
+    share = f"share-{namespace}"
+    cleanup += [
+        ("ddpjob", "--all", "-n", victim),
+        ("gpr", "--all", "-n", victim),
+        ("colonyshare", share),
+        ("colony", "pool", "-n", namespace),
+        ("colony", "pool", "-n", victim),
+    ]
+    _self_labelled_colony(management, shared_cluster, namespace)
+    _kubeconfig_secret(management, victim, "pool-kubeconfig", "this: is: not a kubeconfig")
+    own = {
+        "apiVersion": "infra.exalsius.ai/v1",
+        "kind": "Colony",
+        "metadata": {"name": "pool"},
+        "spec": {
+            "k8sVersion": "v1.36.3",
+            "colonyClusters": [
+                {"clusterName": "onprem", "existing": {"kubeconfigSecretRef": {"name": "pool-kubeconfig"}}}
+            ],
+        },
+    }
+    _apply(management, victim, own)
+    management.apply([_share(share, namespace, namespaces=[victim])])
+    job = {
+        "apiVersion": "training.exalsius.ai/v1",
+        "kind": "DDPJob",
+        "metadata": {"name": "train"},
+        "spec": {
+            "gpuTypes": ["H100"],
+            "parallelism": 1,
+            "nprocPerNode": 2,
+            "gangScheduler": "default",
+            "image": "busybox",
+            "scriptPath": "/app/train.py",
+        },
+    }
+    _apply(management, victim, job)
+
+    placed = eventually(
+        lambda: (
+            (s := _ddpjob_status(management, victim, "train")).get("phase") in ("Scheduling", "Running") and s
+        ),
+        60,
+    )
+    assert (placed["colony"], placed["colonyNamespace"], placed["cluster"]) == ("pool", namespace, "onprem")
+    assert placed["gpuRequest"] == "train-gpus"
+    assert _gpr_status(management, victim, "train-gpus")["colony"] == f"{namespace}/pool"
+    assert _reserved(shared_cluster, f"{victim}/train-gpus")
+
+    selector = "training.exalsius.ai/job-name=train"
+
+    def pods() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = shared_cluster.get_json("pods", "-n", victim, "-l", selector)["items"]
+        return found
+
+    (pod,) = eventually(pods, 30)
+    assert pod["spec"]["nodeSelector"][placed["reservationLabel"]] == "2"
+    eventually(lambda: _ddpjob_status(management, victim, "train").get("phase") == "Running", 60)
+    assert eventually(lambda: all(p["spec"].get("nodeName") for p in pods()) and pods(), 30)
+
+    management.kubectl("delete", "ddpjob", "train", "-n", victim, "--wait=true", "--timeout=60s")
+    eventually(lambda: not pods(), 30)
+    events = management.kubectl("get", "events", "-n", victim, "-o", "json").stdout
+    assert "CleanupAbandoned" not in events

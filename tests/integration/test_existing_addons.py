@@ -33,6 +33,17 @@ data:
 """
 
 
+UNINSTALLABLE_HOOK = """\
+---
+apiVersion: example.invalid/v1
+kind: NoSuchKind
+metadata:
+  name: {{ .Release.Name }}-goodbye
+  annotations:
+    helm.sh/hook: pre-delete
+"""
+
+
 def _package(tools: Tools, workdir: Path, out: Path, version: str, extra: str = "") -> None:
     chart = workdir / f"demo-{version}"
     (chart / "templates").mkdir(parents=True)
@@ -46,12 +57,14 @@ def _package(tools: Tools, workdir: Path, out: Path, version: str, extra: str = 
 @pytest.fixture(scope="module")
 def chart_repo(tools: Tools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Helm repository on https://127.0.0.1 with chart `demo` 0.1.0 and 0.2.0 (0.2.0 adds a
-    Secret), served with the certificate of `chart_repo_tls` (the session operator trusts its CA)."""
+    Secret), and 0.3.0, which cannot be uninstalled: its pre-delete hook is of a kind no cluster
+    serves. Served with the certificate of `chart_repo_tls` (the session operator trusts its CA)."""
     root = tmp_path_factory.mktemp("charts")
     served = root / "repo"
     served.mkdir()
     _package(tools, root, served, "0.1.0")
     _package(tools, root, served, "0.2.0", "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: demo-v2\n")
+    _package(tools, root, served, "0.3.0", UNINSTALLABLE_HOOK)
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -196,3 +209,49 @@ def test_existing_cluster_addons_install_upgrade_and_uninstall(
     assert _configmap(colony_cluster, target, "demo-settings") is None
     assert [r["name"] for r in _releases(tools, colony_cluster) if r["namespace"] == target] == ["manual"]
     assert _configmap(colony_cluster, target, "manual-settings") is not None
+
+
+def test_an_addon_that_cannot_be_uninstalled_is_abandoned_and_the_colony_deletion_ends(
+    tools: Tools,
+    management: LocalCluster,
+    colony_cluster: LocalCluster,
+    namespace: str,
+    operator_process: ManagedProcess,
+    chart_repo: str,
+) -> None:
+    """Issue 17, point 6: a release whose uninstall keeps failing (its pre-delete hook cannot be
+    built) is tried a bounded number of times; then a CleanupAbandoned Event names it, with helm's
+    message, and the Colony's finalizer goes."""
+    target = f"addons-{uuid.uuid4().hex[:6]}"
+    kubeconfig = base64.b64encode(colony_cluster.kubeconfig().encode()).decode()
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "onprem-kubeconfig"}}
+    _apply(management, namespace, {**secret, "data": {"value": kubeconfig}})
+    _apply(management, namespace, _colony(chart_repo, target, [("stuck", "demo", "0.3.0")]))
+    eventually(lambda: _configmap(colony_cluster, target, "stuck-settings"), 90)
+    eventually(lambda: _addons(management, namespace)[0].get("status") == "True", 60)
+
+    management.kubectl("delete", "colony", "onprem", "-n", namespace, "--wait=true", "--timeout=120s")
+
+    def abandoned() -> list[dict[str, Any]]:
+        found = management.get_json("events", "-n", namespace)["items"]
+        return [e for e in found if e.get("reason") == "CleanupAbandoned"]
+
+    (event,) = eventually(abandoned, 20)
+    assert f"HelmRelease/onprem/{target}/stuck" in event["message"], event["message"]
+    assert "after 3 tries" in event["message"], event["message"]
+    # Left behind, as the Event says: removed here by hand, without its hook.
+    helm = str(tools.binary("helm"))
+    assert "stuck" in [r["name"] for r in _releases(tools, colony_cluster) if r["namespace"] == target]
+    subprocess.run(
+        [
+            helm,
+            "uninstall",
+            "stuck",
+            "-n",
+            target,
+            "--no-hooks",
+            f"--kubeconfig={colony_cluster.kubeconfig_path}",
+        ],
+        check=True,
+        capture_output=True,
+    )

@@ -323,8 +323,10 @@ def test_a_lost_colony_or_request_or_copy_requeues_and_deletion_cleans_up() -> N
         act.DeleteRequest("pytorchjob-train"),
         act.RemoveFinalizer(),
     ]
-    # The copy's cluster, of a Ready colony, unread this pass: wait rather than leave the copy.
-    assert act.decide(_workload(deleting), plan, act.Observed(True, False, None), _pin, _phase) == []
+    # The copy's cluster, of a Ready colony, unread this pass: wait rather than leave the copy (a
+    # failed try of the cleanup, counted: test_placement_cleanup.py).
+    unread = act.decide(_workload(deleting), plan, act.Observed(True, False, None), _pin, _phase)
+    assert _kinds(unread) == ["CleanupFailed"]
     gone_colony = act.decide(_workload(deleting), plan, act.Observed(False, False, None), _pin, _phase)
     assert gone_colony == [act.DeleteRequest("pytorchjob-train"), act.RemoveFinalizer()]
     job = _workload(_job(**on, **{REQUEST_ANNOTATION: "pytorchjob-train"}))
@@ -480,8 +482,9 @@ def test_deleting_a_duplicated_object_deletes_every_copy_and_request() -> None:
         act.DeleteRequest("pytorchjob-train--b"),
         act.RemoveFinalizer(),
     ]
-    # b's cluster, of a Ready colony, unread this pass: wait.
-    assert dup.decide(w, gprs, {**seen, "team/b": act.Observed(True, False, None)}, _pin, _phase) == []
+    # b's cluster, of a Ready colony, unread this pass: wait (a failed try, counted).
+    unread = dup.decide(w, gprs, {**seen, "team/b": act.Observed(True, False, None)}, _pin, _phase)
+    assert _kinds(unread) == ["CleanupFailed"]
     # No longer spread: copies and requests deleted, annotations and finalizer off.
     w = _workload(_job(**{COPIES_ANNOTATION: _copies(a="Running")}), selection=DUPLICATE, allowed=TWO)
     steps = dup.unplace(w, dup.requests_of(w, {("team", "a"): _gpr("team/a", "Ready", True)}), seen)

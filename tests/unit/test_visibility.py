@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from colony.api.colonyshare import ColonyShareSpec
-from colony.scheduling.visibility import NOBODY_ELSE, visibility, visible
+from colony.scheduling.visibility import NOBODY_ELSE, job_colony, split_colony_key, visibility, visible
 
 
 def _share(name: str, colony: str, namespaces: list[str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -78,3 +78,25 @@ def test_invalid_or_deleted_shares_grant_nothing() -> None:
 def test_spec_rejects_names_that_are_not_dns_1123(spec: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         ColonyShareSpec.model_validate(spec)
+
+
+def test_a_colony_key_splits_into_namespace_and_name() -> None:
+    assert split_colony_key("ops/gpus", "team") == ("ops", "gpus")
+    assert split_colony_key("gpus", "team") == ("team", "gpus")
+
+
+def test_a_job_keeps_the_namespace_of_the_shared_colony_its_request_was_admitted_onto() -> None:
+    shared = {"colony": "pool", "colonyNamespace": "ops", "gpuRequest": "job-gpus", "cluster": "c"}
+    assert job_colony("team", shared) == ("ops", "pool")
+    own = {"colony": "pool", "colonyNamespace": "team", "cluster": "c"}
+    assert job_colony("team", own) == ("team", "pool")
+    # jobs placed before colonyNamespace was recorded: their own namespace
+    assert job_colony("team", {"colony": "pool", "cluster": "c"}) == ("team", "pool")
+    assert job_colony("team", {"cluster": "management"}) == ("team", "")
+
+
+def test_another_namespace_is_never_reached_without_a_gpu_request_nor_swapped_for_the_own() -> None:
+    """A targetColony job names colonies of its own namespace only; a status naming another one
+    without the GPU request that placed it is refused (not read as the tenant's same-named colony)."""
+    with pytest.raises(ValueError, match="another namespace"):
+        job_colony("team", {"colony": "pool", "colonyNamespace": "ops", "cluster": "c"})

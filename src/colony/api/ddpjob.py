@@ -165,6 +165,11 @@ class DDPJobStatus(ResourceStatus):
     colony: str | None = Field(
         default=None, description="Colony the job runs on (empty: management cluster)."
     )
+    colony_namespace: str | None = Field(
+        default=None,
+        description="Namespace of that colony: the job's own, or, when its GPU request was admitted "
+        "onto a colony an admin shared with the job's namespace (ColonyShare), the colony's.",
+    )
     attempt: int | None = Field(
         default=None, description="Current attempt; each gang restart starts a new one."
     )

@@ -100,8 +100,11 @@ def _workers(status: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
     return f"{ready}/{total}"
 
 
-def _where(status: Mapping[str, Any]) -> str:
-    return "/".join(str(p) for p in (status.get("colony"), status.get("cluster")) if p) or "-"
+def _where(status: Mapping[str, Any], namespace: str | None = None) -> str:
+    colony = status.get("colony")
+    if colony and status.get("colonyNamespace") not in (None, namespace):  # another namespace's colony
+        colony = f"{status['colonyNamespace']}/{colony}"
+    return "/".join(str(p) for p in (colony, status.get("cluster")) if p) or "-"
 
 
 def queued_detail(gpr: Mapping[str, Any], now: datetime | None = None) -> str:
@@ -137,6 +140,7 @@ def job_stage(
     status = job.get("status") or {}
     phase = status.get("phase")
     message = status.get("message") or ""
+    where = _where(status, (job.get("metadata") or {}).get("namespace"))
     if phase in FINISHED:
         usage = [f"{number(status.get('gpuHours'))} GPU-h"] if status.get("gpuHours") is not None else []
         if status.get("cost") is not None:
@@ -145,10 +149,10 @@ def job_stage(
         return Stage("finished", f"{phase}{': ' + message if message else ''}{tail}", ("finished", phase))
     if phase == "Scheduling":
         workers = _workers(status, spec)
-        return Stage("scheduling", f"pods {workers} running on {_where(status)}", ("scheduling", workers))
+        return Stage("scheduling", f"pods {workers} running on {where}", ("scheduling", workers))
     if phase == "Running":
         workers = _workers(status, spec)
-        return Stage("running", f"{workers} workers running on {_where(status)}", ("running", workers))
+        return Stage("running", f"{workers} workers running on {where}", ("running", workers))
     if phase == "Restarting":
         attempt = status.get("attempt")
         return Stage("restarting", f"attempt {attempt}: {message}", ("restarting", attempt))
@@ -545,6 +549,7 @@ def logs(
     Each line is prefixed with its worker's rank unless --rank picks one worker.
     """
     from colony.kube.colony_clusters import ClusterAccessError, ColonyClusterClients
+    from colony.scheduling.visibility import job_colony
 
     if rank is not None and rank < 0:
         raise CliError(f"--rank {rank}: ranks start at 0", EXIT_USAGE)
@@ -561,9 +566,11 @@ def logs(
         clients = ColonyClusterClients(kube)
         try:
             try:
-                target = await _cluster_client(
-                    kube, clients, ns, status.get("colony") or "", status["cluster"]
-                )
+                try:
+                    colony_ns, colony = job_colony(ns, status)
+                except ValueError as refused:
+                    raise ClusterAccessError(str(refused)) from refused
+                target = await _cluster_client(kube, clients, colony_ns, colony, status["cluster"])
             except ClusterAccessError as error:
                 raise CliError(f"cannot reach cluster {status['cluster']}: {error}") from error
             attempt = int(status.get("attempt") or 0)

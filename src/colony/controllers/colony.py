@@ -29,7 +29,7 @@ from colony.controllers.colony_children import (
     prune,
 )
 from colony.controllers.context import OperatorContext, context_of
-from colony.controllers.existing_addons import ExistingClusterAddons, ReleaseObservation
+from colony.controllers.existing_addons import ExistingClusterAddons, ReleaseObservation, Removal
 from colony.kube.colony_clusters import ClusterAccessError, ColonyClusterClients
 from colony.kube.resources import Conflict, Kube
 from colony.labels import ADDON_LABEL, COLONY_LABEL
@@ -37,6 +37,7 @@ from colony.render.colony import render_colony
 from colony.render.contract import ColonyRef, HostedControlPlanePorts, RenderedColony
 from colony.render.existing_addons import plan_existing_releases
 from colony.render.resources import hosted_clusters, hosted_ports
+from colony.scheduling.cleanup import CLEANUP_ABANDONED, abandoned_message
 from colony.status.colony import AddonObservation, ClusterObservation, colony_status
 from colony.status.cost import cluster_price, priced_colony_status
 
@@ -262,12 +263,12 @@ def _record_transition(body: Mapping[str, Any], old: Mapping[str, Any], new: Map
         events.post(body, f"Colony{new['phase']}", ready.get("message", new["phase"]), warning=warning)
 
 
-async def _remove_existing_addons(ctx: OperatorContext, body: Mapping[str, Any]) -> list[str]:
+async def _remove_existing_addons(ctx: OperatorContext, body: Mapping[str, Any]) -> Removal:
     """Uninstall the releases the operator installed on the colony's existing clusters."""
     try:
         parsed = ColonySpec.model_validate(dict(body["spec"]))
     except ValueError:
-        return []
+        return Removal()
     meta = body["metadata"]
     ref = ColonyRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
     rendered = render_colony(ref, parsed, {})
@@ -279,11 +280,19 @@ async def _remove_existing_addons(ctx: OperatorContext, body: Mapping[str, Any])
 async def delete_colony(
     body: kopf.Body, meta: kopf.Meta, patch: kopf.Patch, memo: kopf.Memo, logger: Logger, retry: int, **_: Any
 ) -> None:
-    """Delete the colony's objects; re-check later (never wait here) until all are gone."""
+    """Delete the colony's objects; re-check later (never wait here) until all are gone. Add-ons
+    on existing clusters whose uninstall keeps failing are given up after DELETE_RETRIES tries
+    (colony.scheduling.cleanup): a CleanupAbandoned Event names them, and deletion goes on."""
     ctx = context_of(memo)
     patch.status["phase"] = "Deleting"
     remaining = await delete_everything(ctx.kube, meta["namespace"], meta["name"])
-    remaining += await _remove_existing_addons(ctx, body)
+    addons = await _remove_existing_addons(ctx, body)
+    remaining += addons.remaining
+    if addons.abandoned:
+        failures = "; ".join(sorted(set(addons.abandoned.values())))
+        message = abandoned_message("the colony's existing clusters", failures, sorted(addons.abandoned))
+        events.post(body, CLEANUP_ABANDONED, message, warning=True)
+        logger.warning("abandoning add-on removal: %s", message)
     if retry == 0:
         events.post(body, "ColonyDeleting", f"deleting the colony: {len(remaining)} object(s) to remove")
     if remaining:
@@ -293,5 +302,6 @@ async def delete_colony(
         )
     logger.info("every object of the colony is gone")
     ctx.colony_clients.forget(meta["namespace"], kubeconfig_secrets(body))
+    ctx.existing_addons.forget(meta["uid"])
     events.post(body, "ColonyDeleted", "every object of the colony is gone")
     metrics.forget_colony(meta["namespace"], meta["name"])

@@ -21,10 +21,11 @@ from colony.api.conditions import now_rfc3339, set_condition
 from colony.api.ddpjob import DDPJobSpec
 from colony.controllers.acceptance import accept_spec
 from colony.controllers.cluster_access import MANAGEMENT, cluster_client
+from colony.controllers.colony_shares import read_visibility
 from colony.controllers.context import OperatorContext, context_of
 from colony.controllers.loops import run_all
 from colony.kube.colony_clusters import ClusterAccessError
-from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, KubeApiError, NotFound
+from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, NotFound
 from colony.labels import ATTEMPT_LABEL, JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from colony.render.ddpjob import JobRef, render_ddpjob
 from colony.render.resources import (
@@ -35,7 +36,16 @@ from colony.render.resources import (
     without_plain_wandb_key,
 )
 from colony.scheduling.capacity import choose_cluster
+from colony.scheduling.cleanup import (
+    CLEANUP_ABANDONED,
+    CLEANUP_FAILED,
+    DELETE_RETRY_DELAY_S,
+    abandoned_message,
+    failed_try_message,
+    gives_up,
+)
 from colony.scheduling.teardown import expired, is_ephemeral, teardown_due
+from colony.scheduling.visibility import job_colony, split_colony_key, visible
 from colony.status.cost import job_usage, price_per_gpu_hour
 from colony.status.ddpjob import TERMINAL_PHASES, JobProgress, job_progress
 from colony.timefmt import parse_time
@@ -47,8 +57,6 @@ them, once it has been finished this long (so that two jobs finishing at once ca
 to the other: each sees the other finished by then)."""
 LAUNCH_CONCURRENCY = 32
 """Creates of one launch in flight at once (a job of many nodes launches in waves of this size)."""
-DELETE_RETRIES = 3
-DELETE_RETRY_DELAY_S = 2.0
 CLEANUP_KINDS = (
     ("v1", "Pod"),
     ("scheduling.volcano.sh/v1beta1", "PodGroup"),
@@ -112,9 +120,14 @@ def _owned_by_job(meta: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 async def _place_on_gpu_request(
     context: OperatorContext, body: kopf.Body, spec: DDPJobSpec
-) -> tuple[str, str, str, float | None, dict[str, Any]]:
+) -> tuple[str, str, str, str, float | None, dict[str, Any]]:
     """gpuTypes without targetColony: the job asks the GPR scheduler for its GPUs (creating, when
-    needed, the cheapest colony for them) and runs on the reservation once it is Ready."""
+    needed, the cheapest colony for them) and runs on the reservation once it is Ready: (the
+    colony's namespace, colony, cluster, why, price per GPU-hour, the reservation's status fields).
+
+    The request may have been admitted onto a colony of another namespace that an admin shared
+    with the job's (ColonyShare): the job then runs there, and only while the share still holds
+    (the one way a job reaches another namespace's colony)."""
     meta = body["metadata"]
     name = gpu_request_name(meta["name"])
     await context.kube.apply(
@@ -136,10 +149,20 @@ async def _place_on_gpu_request(
         state = status.get("phase") or "new"
         detail = f": {status['message']}" if status.get("message") else ""
         raise Unplaceable(f"waiting for GPU request {name} ({state}){detail}", delay=WAIT_S)
-    colony = str(status["colony"]).split("/", 1)[1]
+    key = str(status["colony"])
+    colony_namespace, colony = split_colony_key(key, meta["namespace"])
+    if colony_namespace != meta["namespace"] and not visible(
+        key, meta["namespace"], await read_visibility(context.kube)
+    ):
+        raise Unplaceable(
+            f"GPU request {name} holds GPUs on colony {key}, which is not shared with namespace "
+            f"{meta['namespace']} (ColonyShare)",
+            delay=WAIT_S,
+        )
     cluster = status["nodes"][0]["cluster"]
     reservation = {"gpuRequest": name, "reservationLabel": status["reservationLabel"]}
-    return colony, cluster, f"GPUs reserved by {name}", status.get("pricePerGpuHour"), reservation
+    why = f"GPUs reserved by {name}"
+    return colony_namespace, colony, cluster, why, status.get("pricePerGpuHour"), reservation
 
 
 async def _wandb_secret(
@@ -262,16 +285,17 @@ async def start_ddpjob(
     patch.status["workersTotal"] = parsed.parallelism
     reservation: dict[str, Any] = {}
     target: Kube | None = None
+    colony_namespace = meta["namespace"]  # targetColony: always the job's own namespace
     try:
         wandb, wandb_value = await _wandb_secret(context, body, parsed, patch)
         if parsed.gpu_types and not parsed.target_colony:
-            colony, cluster, why, gpu_hour_price, reservation = await _place_on_gpu_request(
+            colony_namespace, colony, cluster, why, gpu_hour_price, reservation = await _place_on_gpu_request(
                 context, body, parsed
             )
         else:
             colony, cluster, why, gpu_hour_price, target = await _place(context, meta["namespace"], parsed)
         if target is None:
-            target = await _target(context, meta["namespace"], colony, cluster)
+            target = await _target(context, colony_namespace, colony, cluster)
     except (Unplaceable, ClusterAccessError) as waiting:
         if status.get("phase") != "Pending":
             events.post(body, "JobPending", f"waiting to be placed: {waiting}")
@@ -294,6 +318,7 @@ async def start_ddpjob(
         {
             "phase": "Scheduling",
             "colony": colony or None,
+            "colonyNamespace": colony_namespace if colony else None,
             "cluster": cluster,
             "attempt": attempt,
             "restarts": int(status.get("restarts") or 0),
@@ -347,7 +372,8 @@ async def track_ddpjob(
         return
     if status.get("phase") in ("Pending", None) or not status.get("cluster"):
         return
-    target = await _target(context, meta["namespace"], status.get("colony") or "", status["cluster"])
+    colony_namespace, colony = _job_colony(meta, status)
+    target = await _target(context, colony_namespace, colony, status["cluster"])
     job = JobRef(meta["name"], meta["namespace"], meta["uid"])
     wandb = parsed.wandb_api_key_secret_ref
     pods = await target.list("v1", "Pod", meta["namespace"], label_selector=f"{JOB_LABEL}={meta['name']}")
@@ -415,13 +441,30 @@ def _usage(
     return usage if phase_changed or stale or "gpuHours" not in status else {}
 
 
+def _job_colony(meta: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of the colony the job was placed on (visibility.job_colony); a status naming
+    another namespace's colony without a GPU request is refused as a cluster that cannot be used."""
+    try:
+        return job_colony(meta["namespace"], status)
+    except ValueError as refused:
+        raise ClusterAccessError(str(refused)) from refused
+
+
+def _runs_on(job: Mapping[str, Any], namespace: str, colony: str) -> bool:
+    """Whether a job of `namespace` names or was placed on colony `colony` of its own namespace."""
+    status = job.get("status") or {}
+    if (job.get("spec") or {}).get("targetColony") == colony:
+        return True
+    return status.get("colony") == colony and (status.get("colonyNamespace") or namespace) == namespace
+
+
 async def _active_jobs(context: OperatorContext, namespace: str, colony: str, except_job: str) -> int:
     jobs = await context.kube.list(DDPJOB.api_version, DDPJOB.kind, namespace)
     return sum(
         1
         for job in jobs
         if job["metadata"]["name"] != except_job
-        and (job.get("spec") or {}).get("targetColony") == colony
+        and _runs_on(job, namespace, colony)
         and (job.get("status") or {}).get("phase") not in TERMINAL_PHASES
     )
 
@@ -460,10 +503,13 @@ async def _colony_follow_up(
 ) -> bool:
     """Request the teardown of the job's ephemeral colony when it is due; True when nothing is left
     for this job to do about its colony (none, not ephemeral, teardown requested, or other jobs
-    still run on it and the last of them will)."""
+    still run on it and the last of them will). A colony of another namespace (shared with the
+    job's) is never the job's to tear down."""
     meta = body["metadata"]
     colony_name = status.get("colony")
     if not colony_name or status.get("teardownRequestedAt"):
+        return True
+    if (status.get("colonyNamespace") or meta["namespace"]) != meta["namespace"]:
         return True
     colony = await context.kube.get(COLONY.api_version, COLONY.kind, colony_name, meta["namespace"])
     if colony is None or not is_ephemeral(colony["metadata"]) or colony["metadata"].get("deletionTimestamp"):
@@ -530,9 +576,8 @@ async def delete_ddpjob(
         return
     left: list[str] | None = None  # what still exists in the cluster, once listed
     try:
-        target = await cluster_client(
-            context_of(memo), meta["namespace"], status.get("colony") or "", status["cluster"]
-        )
+        colony_namespace, colony = _job_colony(meta, status)
+        target = await cluster_client(context_of(memo), colony_namespace, colony, status["cluster"])
         selector = f"{JOB_LABEL}={meta['name']}"
         found = [
             (api_version, kind, obj["metadata"]["name"])
@@ -549,24 +594,21 @@ async def delete_ddpjob(
             copy = await target.get("v1", "Secret", str(wandb), meta["namespace"])
             if copy is not None and (copy["metadata"].get("labels") or {}).get(JOB_LABEL) == meta["name"]:
                 await target.delete("v1", "Secret", str(wandb), meta["namespace"])
-    except (ClusterAccessError, KubeApiError, aiohttp.ClientError, OSError, TimeoutError) as failure:
-        # any error class: a 401/403 or a 5xx from a colony is as final for us as an unreachable one
-        if retry + 1 < DELETE_RETRIES:
-            unreachable = not isinstance(failure, KubeApiError)
+    except Exception as failure:
+        # any error class (colony.scheduling.cleanup): a 401/403 or a 5xx from a colony is as final
+        # for us as an unreachable one, and so is an error nobody foresaw
+        where = f"cluster {status['cluster']}"
+        if not gives_up(retry + 1):
+            unreachable = isinstance(
+                failure, ClusterAccessError | aiohttp.ClientError | OSError | TimeoutError
+            )
             events.post(
                 body,
-                "ClusterUnreachable" if unreachable else "CleanupFailed",
-                f"cannot clean up on cluster {status['cluster']} "
-                f"(try {retry + 1}/{DELETE_RETRIES}): {failure}",
+                "ClusterUnreachable" if unreachable else CLEANUP_FAILED,
+                failed_try_message(where, retry + 1, failure),
                 warning=True,
             )
             raise kopf.TemporaryError(str(failure), delay=DELETE_RETRY_DELAY_S) from failure
-        what = ", ".join(left) if left else ("nothing" if left == [] else "objects not listed")
-        events.post(
-            body,
-            "CleanupAbandoned",
-            f"gave up cleaning up on cluster {status['cluster']} after {DELETE_RETRIES} tries "
-            f"({failure}); left behind: {what}",
-            warning=True,
-        )
-        logger.warning("abandoning remote cleanup on %s: %s; left: %s", status["cluster"], failure, what)
+        message = abandoned_message(where, failure, left)
+        events.post(body, CLEANUP_ABANDONED, message, warning=True)
+        logger.warning("abandoning remote cleanup: %s", message)

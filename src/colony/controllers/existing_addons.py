@@ -15,7 +15,7 @@ import binascii
 import logging
 import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from colony.kube.resources import Kube
 from colony.kube.safe_kubeconfig import yaml_error_position
 from colony.render.contract import ColonyRef, RenderedCluster
 from colony.render.existing_addons import HelmReleasePlan
+from colony.scheduling.cleanup import DELETE_RETRY_DELAY_S, gives_up
 
 RETRY_S = 30.0
 CONCURRENT_HELM_RUNS = 4
@@ -52,6 +53,16 @@ class _Failure:
     message: str
 
 
+@dataclass
+class Removal:
+    """One step of removing a colony's add-ons: the releases still to go (wait for them), and those
+    given up in this step (their uninstall failed DELETE_RETRIES times: colony.scheduling.cleanup),
+    each with helm's last message."""
+
+    remaining: list[str] = field(default_factory=list)
+    abandoned: dict[str, str] = field(default_factory=dict)
+
+
 class ExistingClusterAddons:
     """The operator's helm runs on existing clusters, one background task per release at most."""
 
@@ -62,6 +73,11 @@ class ExistingClusterAddons:
         self._installing: set[_Key] = set()
         self._applied: dict[_Key, str] = {}
         self._failures: dict[_Key, _Failure] = {}
+        self._uninstall_tries: dict[_Key, int] = {}
+        """Uninstalls started per release of a colony being deleted, bounded by DELETE_RETRIES."""
+        self._uninstall_ended: dict[_Key, float] = {}
+        """When the last uninstall of a release ended (the next waits DELETE_RETRY_DELAY_S)."""
+        self._abandoned: set[_Key] = set()
         self._runs = asyncio.Semaphore(CONCURRENT_HELM_RUNS)
 
     async def observe(
@@ -160,19 +176,24 @@ class ExistingClusterAddons:
             self._failures[key] = _Failure(spec_hash, time.monotonic(), message)
             self._applied.pop(key, None)
         finally:
+            if not spec_hash:  # an uninstall
+                self._uninstall_ended[key] = time.monotonic()
             self._tasks.pop(key, None)
             self._installing.discard(key)
 
-    async def remove(self, colony: ColonyRef, clusters: Iterable[RenderedCluster]) -> list[str]:
+    async def remove(self, colony: ColonyRef, clusters: Iterable[RenderedCluster]) -> Removal:
         """One step of deleting the colony: uninstall its releases; what remains (empty: done).
 
-        A cluster that cannot be reached any more is skipped: its releases cannot be removed.
+        A cluster that cannot be reached any more is skipped: its releases cannot be removed. A
+        release still there after DELETE_RETRIES uninstalls (failed with any error, or "succeeded"
+        and left it: colony.scheduling.cleanup) is given up, reported once in `abandoned`, and no
+        longer waited for; each uninstall starts DELETE_RETRY_DELAY_S after the last one ended.
         """
         installs = [t for k, t in self._tasks.items() if k[0] == colony.uid and k in self._installing]
         for task in installs:
             task.cancel()
         await asyncio.gather(*installs, return_exceptions=True)
-        remaining: list[str] = []
+        removal = Removal()
         for cluster in clusters:
             if cluster.capi_cluster_name is not None:
                 continue
@@ -186,10 +207,29 @@ class ExistingClusterAddons:
                 _log.warning("cannot list add-ons of cluster %s: %s", cluster.cluster_name, _short(failure))
                 continue
             for release in releases:
-                remaining.append(f"HelmRelease/{cluster.cluster_name}/{release.namespace}/{release.name}")
+                name = f"HelmRelease/{cluster.cluster_name}/{release.namespace}/{release.name}"
                 key = (colony.uid, cluster.cluster_name, release.namespace, release.name)
-                self._start(key, client.uninstall(release.name, release.namespace))
-        return remaining
+                if key not in self._tasks and gives_up(self._uninstall_tries.get(key, 0)):
+                    if key not in self._abandoned:
+                        self._abandoned.add(key)
+                        last = self._failures.get(key)
+                        removal.abandoned[name] = last.message if last else "still installed after uninstall"
+                    continue
+                removal.remaining.append(name)
+                ended = self._uninstall_ended.get(key)
+                if key not in self._tasks and (
+                    ended is None or time.monotonic() - ended >= DELETE_RETRY_DELAY_S
+                ):
+                    self._uninstall_tries[key] = self._uninstall_tries.get(key, 0) + 1
+                    self._start(key, client.uninstall(release.name, release.namespace))
+        return removal
+
+    def forget(self, uid: str) -> None:
+        """Drop what is kept about a colony that is gone (its uid)."""
+        for kept in (self._applied, self._failures, self._uninstall_tries, self._uninstall_ended):
+            for key in [k for k in kept if k[0] == uid]:
+                del kept[key]
+        self._abandoned = {k for k in self._abandoned if k[0] != uid}
 
     async def _client(self, namespace: str, cluster: RenderedCluster) -> tuple[HelmClient | None, str]:
         if self.helm is None:

@@ -55,6 +55,7 @@ from colony.placement import decide as actions
 from colony.placement import duplicate
 from colony.placement.candidates import Candidates, ColonyView, candidates, colony_view
 from colony.placement.names import (
+    CLEANUP_FAILURES_ANNOTATION,
     CLUSTER_ANNOTATION,
     COLONY_ANNOTATION,
     COPIES_ANNOTATION,
@@ -70,6 +71,7 @@ from colony.placement.selection import (
     parse_policies,
     select,
 )
+from colony.scheduling.cleanup import CLEANUP_FAILED, failed_try_message
 from colony.scheduling.visibility import NOBODY_ELSE, Visibility, visible
 from colony.timefmt import format_time
 from colony.workloads.definition import (
@@ -501,12 +503,26 @@ async def _execute(
     todo: Sequence[actions.Action],
 ) -> None:
     """Apply one object's actions in order; a failure stops them (the next pass decides again) and
-    is recorded on the object."""
+    is recorded on the object. While the object is being deleted, a copy that cannot be deleted
+    (any error) is a failed try of its cleanup, counted on the object and retried no sooner than
+    DELETE_RETRY_DELAY_S later; decide gives the copies up after DELETE_RETRIES
+    (colony.scheduling.cleanup)."""
     meta = w.obj["metadata"]
+    cleaning = w.deleting and any(isinstance(a, actions.DeleteCopy | actions.CleanupFailed) for a in todo)
+    if cleaning and not actions.cleanup_failures(w.annotations).retry_due(datetime.now(UTC)):
+        return
     for action in todo:
         try:
             await _apply_one(ctx, discovery, world, definition, w, action)
-        except (KubeApiError, ClusterAccessError, CopyConflict, OSError, TimeoutError) as error:
+        except Exception as error:
+            if cleaning and isinstance(action, actions.DeleteCopy):
+                where = f"colony {action.colony} cluster {action.cluster}"
+                await _count_cleanup_failure(ctx, definition, w, where, error)
+                return
+            if not isinstance(
+                error, KubeApiError | ClusterAccessError | CopyConflict | OSError | TimeoutError
+            ):
+                raise
             if isinstance(error, Conflict | NotFound) and not isinstance(action, actions.ApplyCopy):
                 log.debug("placement of %s/%s: %s (next pass)", meta["namespace"], meta["name"], error)
                 return
@@ -548,12 +564,29 @@ async def _apply_one(
     elif isinstance(action, actions.DeleteCopy):
         target = _cluster(world, action.colony, action.cluster)
         await target.delete(definition.api_version, definition.kind, meta["name"], meta["namespace"])
+    elif isinstance(action, actions.CleanupFailed):
+        await _count_cleanup_failure(ctx, definition, w, "its colony clusters", action.reason)
     elif isinstance(action, actions.MirrorStatus):
         await _mirror(ctx, discovery, definition, w, action.status)
     elif isinstance(action, actions.Annotate):
         await _annotate(ctx, definition, w, action.annotations)
     elif isinstance(action, actions.Event):
         await _event(ctx, definition, w, action.reason, action.message, action.warning)
+
+
+async def _count_cleanup_failure(
+    ctx: OperatorContext, definition: WorkloadDefinition, w: Workload, where: str, error: object
+) -> None:
+    """One more failed cleanup try, recorded on the object (CLEANUP_FAILURES_ANNOTATION) with a
+    warning Event; the next pass tries again or, after DELETE_RETRIES, gives the copies up."""
+    meta = w.obj["metadata"]
+    failures = actions.cleanup_failures(w.annotations)
+    message = failed_try_message(where, failures.tries + 1, error)
+    log.warning("%s %s/%s: %s", definition.kind, meta["namespace"], meta["name"], message)
+    record = failures.record(datetime.now(UTC), str(error))
+    with contextlib.suppress(KubeApiError, OSError, TimeoutError):
+        await _annotate(ctx, definition, w, {CLEANUP_FAILURES_ANNOTATION: record})
+        await _event(ctx, definition, w, CLEANUP_FAILED, message, warning=True)
 
 
 def _cluster(world: Pass, colony: str, cluster: str) -> Kube:

@@ -13,16 +13,23 @@ The lifecycle of a selected object (state lives in annotations on it, see names.
    someone, or the policy no longer allowing the colony: the copy is deleted and the object queued
    again (a new request);
 6. deleted, or no longer selected: copy and request deleted, annotations dropped, finalizer off.
+   Deletion always ends (colony.scheduling.cleanup): a copy that cannot be deleted (the colony cluster answers
+   an error or cannot be read) is tried DELETE_RETRIES times, each failure counted on the object
+   (CLEANUP_FAILURES_ANNOTATION); then a CleanupAbandoned Event names what was left and the finalizer
+   goes. An object only no longer selected keeps waiting (nothing is stuck in deletion).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from colony.labels import FINALIZER
 from colony.placement.names import (
+    CLEANUP_FAILURES_ANNOTATION,
     CLUSTER_ANNOTATION,
     COLONY_ANNOTATION,
     FINISHED_PHASES,
@@ -35,6 +42,14 @@ from colony.placement.names import (
     REQUEST_ANNOTATION,
 )
 from colony.placement.requests import RequestPlan, Workload
+from colony.scheduling.cleanup import (
+    CLEANUP_ABANDONED,
+    DELETE_RETRIES,
+    DELETE_RETRY_DELAY_S,
+    abandoned_message,
+    gives_up,
+)
+from colony.timefmt import format_time, parse_time
 
 TERMINAL_REQUEST_PHASES = ("Expired", "Released", "Failed", "Evicted")
 
@@ -77,6 +92,14 @@ class DeleteCopy:
 
 
 @dataclass(frozen=True)
+class CleanupFailed:
+    """A cleanup step on a colony cluster could not be done this pass (the copy's cluster could not
+    be read): counted on the object as a failed try, like a DeleteCopy that fails."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class MirrorStatus:
     status: dict[str, Any]
 
@@ -102,6 +125,7 @@ Action = (
     | DeleteRequest
     | ApplyCopy
     | DeleteCopy
+    | CleanupFailed
     | MirrorStatus
     | Annotate
     | Event
@@ -163,20 +187,91 @@ def _set(w: Workload, **values: str | None) -> list[Action]:
     return [Annotate(changes)] if changes else []
 
 
-def _cleanup(w: Workload, plan: RequestPlan | None, seen: Observed) -> list[Action] | None:
-    """Copy and (own) request deleted; None: wait (the copy's cluster, of a Ready colony, could not
-    be read this pass). A copy on a colony that is gone or not Ready and unreachable is left."""
+@dataclass(frozen=True)
+class Cleanup:
+    """What deleting an object's placement takes: `actions` (copies and requests deleted), and the
+    copies on Ready colonies whose cluster could not be read this pass (`unread`: wait for them)."""
+
+    actions: list[Action]
+    unread: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CleanupFailures:
+    """The failed cleanup tries recorded on an object (CLEANUP_FAILURES_ANNOTATION)."""
+
+    tries: int = 0
+    at: datetime | None = None
+    error: str = ""
+
+    def record(self, at: datetime, error: str) -> str:
+        """The annotation value with one more failed try, at `at`, failing with `error`."""
+        return json.dumps({"tries": self.tries + 1, "at": format_time(at), "error": error[:300]})
+
+    def retry_due(self, now: datetime) -> bool:
+        """Whether the next try may run: DELETE_RETRY_DELAY_S after the last failure."""
+        return self.at is None or (now - self.at).total_seconds() >= DELETE_RETRY_DELAY_S
+
+
+def cleanup_failures(annotations: Mapping[str, str]) -> CleanupFailures:
+    """The failed tries recorded in `annotations` (none when absent or unreadable)."""
+    try:
+        found = json.loads(annotations.get(CLEANUP_FAILURES_ANNOTATION) or "{}")
+        tries = int(found.get("tries") or 0)
+    except (ValueError, TypeError, AttributeError):
+        return CleanupFailures()
+    return CleanupFailures(max(tries, 0), parse_time(found.get("at")), str(found.get("error") or ""))
+
+
+def copy_left(w: Workload, colony: str, cluster: str) -> str:
+    """How a copy left behind is named in the CleanupAbandoned Event."""
+    return f"{w.kind} {w.namespace}/{w.name} in colony {colony} cluster {cluster}"
+
+
+def conclude_cleanup(
+    w: Workload, cleanup: Cleanup, then: Callable[[list[Action]], list[Action]]
+) -> list[Action]:
+    """The actions ending an object's placement: `then(cleanup actions)` (which releases the object).
+
+    While some copy cannot be read: wait; for an object being deleted, each such pass is a failed
+    try (CleanupFailed). Once an object being deleted has failed DELETE_RETRIES times, its copies
+    are given up: the requests are still deleted, a CleanupAbandoned Event names the copies left,
+    and `then` releases the object (colony.scheduling.cleanup: deletion always ends)."""
+    failures = cleanup_failures(w.annotations)
+    left = [copy_left(w, a.colony, a.cluster) for a in cleanup.actions if isinstance(a, DeleteCopy)]
+    left += cleanup.unread
+    if w.deleting and left and gives_up(failures.tries):
+        kept = [a for a in cleanup.actions if not isinstance(a, DeleteCopy)]
+        where = _where([a.colony for a in cleanup.actions if isinstance(a, DeleteCopy)], cleanup.unread)
+        message = abandoned_message(where, failures.error or "no answer", left, DELETE_RETRIES)
+        return then([*kept, Event(CLEANUP_ABANDONED, message, warning=True)])
+    if cleanup.unread:
+        return [CleanupFailed(f"cannot read {', '.join(cleanup.unread)}")] if w.deleting else []
+    return then(cleanup.actions)
+
+
+def _where(colonies: Sequence[str], unread: Sequence[str]) -> str:
+    named = sorted(set(colonies))
+    if not named and unread:
+        return "its colony clusters"
+    return f"colony {named[0]}" if len(named) == 1 else f"colonies {', '.join(named)}"
+
+
+def _cleanup(w: Workload, plan: RequestPlan | None, seen: Observed) -> Cleanup:
+    """Copy and (own) request deleted; `unread`: the copy's cluster, of a Ready colony, could not be
+    read this pass (wait). A copy on a colony that is gone or not Ready and unreachable is left."""
     actions: list[Action] = []
+    unread: tuple[str, ...] = ()
     colony, cluster = w.annotations.get(COLONY_ANNOTATION), w.annotations.get(CLUSTER_ANNOTATION)
     if colony and cluster:
         if seen.copy_known:
             if seen.copy is not None:
                 actions.append(DeleteCopy(colony, cluster))
         elif seen.colony_ready:
-            return None
+            unread = (copy_left(w, colony, cluster),)
     if plan is not None and plan.present and plan.release:
         actions.append(DeleteRequest(plan.name))
-    return actions
+    return Cleanup(actions, unread)
 
 
 def _waiting_message(w: Workload, plan: RequestPlan) -> str:
@@ -220,9 +315,9 @@ def decide(
     meta = w.obj["metadata"]
     ours = FINALIZER in (meta.get("finalizers") or [])
     if w.deleting:
-        if not ours or (cleanup := _cleanup(w, plan, seen)) is None:
+        if not ours:
             return []
-        return [*cleanup, RemoveFinalizer()]
+        return conclude_cleanup(w, _cleanup(w, plan, seen), lambda done: [*done, RemoveFinalizer()])
     actions: list[Action] = [] if ours else [AddFinalizer()]
     colony = w.annotations.get(COLONY_ANNOTATION)
     phase = w.annotations.get(PHASE_ANNOTATION)
@@ -359,12 +454,8 @@ def unplace(w: Workload, plan: RequestPlan | None, seen: Observed) -> list[Actio
     meta = w.obj["metadata"]
     if FINALIZER not in (meta.get("finalizers") or []):
         return []
-    actions = _cleanup(w, plan, seen)
-    if actions is None:
-        return []
-    return release_object(
-        w, actions, "no PlacementPolicy or label selects it any more: copy and GPU request deleted"
-    )
+    message = "no PlacementPolicy or label selects it any more: copy and GPU request deleted"
+    return conclude_cleanup(w, _cleanup(w, plan, seen), lambda done: release_object(w, done, message))
 
 
 def release_object(w: Workload, cleanup: list[Action], message: str) -> list[Action]:

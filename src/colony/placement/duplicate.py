@@ -30,6 +30,7 @@ from colony.placement.decide import (
     Annotate,
     ApplyCopy,
     ApplyRequest,
+    Cleanup,
     DeleteCopy,
     DeleteRequest,
     Event,
@@ -38,6 +39,8 @@ from colony.placement.decide import (
     PhaseOf,
     Pin,
     RemoveFinalizer,
+    conclude_cleanup,
+    copy_left,
     release_object,
     render_copy,
     request_or_copy_lost,
@@ -148,22 +151,26 @@ def _plan(w: Workload, colony: str, requests: Mapping[str, Mapping[str, Any]]) -
 
 
 def _cleanup(
-    found: Mapping[str, Record], requests: Mapping[str, Mapping[str, Any]], seen: Mapping[str, Observed]
-) -> list[Action] | None:
-    """Every copy and request deleted; None: wait (a copy's cluster, of a Ready colony, could not be
-    read this pass). A copy on a colony that is gone or not Ready and unreachable is left."""
+    w: Workload,
+    found: Mapping[str, Record],
+    requests: Mapping[str, Mapping[str, Any]],
+    seen: Mapping[str, Observed],
+) -> Cleanup:
+    """Every copy and request deleted; `unread`: a copy's cluster, of a Ready colony, could not be
+    read this pass (wait). A copy on a colony that is gone or not Ready and unreachable is left."""
     actions: list[Action] = []
+    unread: list[str] = []
     for colony, record in sorted(found.items()):
         observed = seen.get(colony, Observed())
         if observed.copy_known:
             if observed.copy is not None:
                 actions.append(DeleteCopy(colony, record.cluster))
         elif observed.colony_ready:
-            return None
+            unread.append(copy_left(w, colony, record.cluster))
     for _, gpr in sorted(requests.items()):
         if not gpr["metadata"].get("deletionTimestamp"):
             actions.append(DeleteRequest(str(gpr["metadata"]["name"])))
-    return actions
+    return Cleanup(actions, tuple(unread))
 
 
 def unplace(
@@ -173,10 +180,10 @@ def unplace(
     and finalizer off."""
     if FINALIZER not in (w.obj["metadata"].get("finalizers") or []):
         return []
-    actions = _cleanup(records(w), requests, seen)
-    if actions is None:
-        return []
-    return release_object(w, actions, "not spread across colonies any more: copies and GPU requests deleted")
+    message = "not spread across colonies any more: copies and GPU requests deleted"
+    return conclude_cleanup(
+        w, _cleanup(w, records(w), requests, seen), lambda done: release_object(w, done, message)
+    )
 
 
 def decide(
@@ -193,9 +200,10 @@ def decide(
     ours = FINALIZER in (meta.get("finalizers") or [])
     found = records(w)
     if w.deleting:
-        if not ours or (cleanup := _cleanup(found, requests, seen)) is None:
+        if not ours:
             return []
-        return [*cleanup, RemoveFinalizer()]
+        cleanup = _cleanup(w, found, requests, seen)
+        return conclude_cleanup(w, cleanup, lambda done: [*done, RemoveFinalizer()])
     actions: list[Action] = [] if ours else [AddFinalizer()]
     if w.error is not None:
         message = f"cannot compute its demand: {w.error}"

@@ -28,6 +28,9 @@ REQUEST_ANNOTATION = PREFIX + "gpu-request"
 """The GPU Provisioning Request the object waits on or runs with."""
 COPIES_ANNOTATION = PREFIX + "copies"
 """spread Duplicate: JSON of the copies by colony (`namespace/name`): cluster, phase, generation."""
+CLEANUP_FAILURES_ANNOTATION = PREFIX + "cleanup-failures"
+"""While the object is being deleted: JSON of its failed cleanup tries on colony clusters (`tries`,
+`at`: the last one's time, `error`: its message), bounded by colony.scheduling.cleanup."""
 OWN_ANNOTATIONS = (
     COLONY_ANNOTATION,
     COPIES_ANNOTATION,
@@ -36,6 +39,7 @@ OWN_ANNOTATIONS = (
     MESSAGE_ANNOTATION,
     GENERATION_ANNOTATION,
     REQUEST_ANNOTATION,
+    CLEANUP_FAILURES_ANNOTATION,
 )
 
 # Labels on the GPU Provisioning Requests placement creates.

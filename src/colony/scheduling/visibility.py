@@ -91,3 +91,28 @@ def visibility(
     """The Visibility of ColonyShare objects and (when a share selects by label) namespace labels."""
     by_colony, ignored = grants(shares)
     return Visibility(by_colony, dict(namespace_labels or {}), ignored)
+
+
+def split_colony_key(key: str, default_namespace: str) -> tuple[str, str]:
+    """(namespace, name) of a colony key `namespace/name` (a bare name is in `default_namespace`)."""
+    namespace, slash, name = key.partition("/")
+    return (namespace, name) if slash else (default_namespace, key)
+
+
+def job_colony(job_namespace: str, status: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of the colony a DDPJob's status records (name "": the management cluster).
+
+    A job reaches another namespace's colony only through its GPU request admitted onto a colony
+    shared with the job's namespace: `colonyNamespace` names a namespace other than the job's only
+    together with `gpuRequest` (the operator writes both; tenants cannot write status). Any other
+    foreign namespace is refused with ValueError, never replaced by the job's own namespace, where a
+    colony of the same name would be a different one."""
+    name = str(status.get("colony") or "")
+    namespace = str(status.get("colonyNamespace") or job_namespace)
+    if not name:
+        return job_namespace, ""
+    if namespace != job_namespace and not status.get("gpuRequest"):
+        raise ValueError(
+            f"colony {namespace}/{name} is in another namespace and no GPU request of the job placed it there"
+        )
+    return namespace, name
