@@ -91,10 +91,10 @@ async def _add_request(context: OperatorContext, world: World, gpr: dict[str, An
         return
     status = gpr.get("status") or {}
     queue = gpr_queue(world, gpr, context.settings.require_queue)
+    found.by_key[request_key(gpr)] = gpr
     if status.get("phase") in RUNNING_PHASES:
         if (current := running_request(gpr, queue)) is not None:
             found.running.append(pinned_while_unreachable(current, bool(unreachable(world, gpr))))
-        found.by_key[request_key(gpr)] = gpr
     elif status.get("phase") in PENDING_PHASES:
         if backing_off(context, gpr) or await provisioning_failed(context, world, gpr):
             return
@@ -103,9 +103,6 @@ async def _add_request(context: OperatorContext, world: World, gpr: dict[str, An
         if status.get("provisionedColony"):
             request = replace(request, auto_provision=False)  # its colony is on the way
         found.pending.append(request)
-        found.by_key[request_key(gpr)] = gpr
-    else:
-        found.by_key[request_key(gpr)] = gpr
 
 
 def queue_quotas(world: World, requests: Requests) -> tuple[QueueQuota, ...]:
