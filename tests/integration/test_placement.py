@@ -461,6 +461,66 @@ def test_spread_duplicate_places_a_copy_on_every_colony_and_deleting_the_origina
         )
 
 
+def _events_of(management: LocalCluster, name: str, namespace: str) -> list[dict[str, Any]]:
+    found = management.get_json("events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")
+    items: list[dict[str, Any]] = found.get("items") or []
+    return items
+
+
+def test_hostile_objects_are_marked_with_the_reason_and_the_healthy_one_next_to_them_is_placed(
+    management: LocalCluster,
+    rich: LocalCluster,
+    bare: LocalCluster,
+    namespace: str,
+    operator_process: ManagedProcess,
+    cleanup: list[tuple[str, ...]],
+) -> None:
+    """Issue 17, per-object isolation: quantities the PyTorchJob schema admits but no cluster could
+    hold (a cpu of 1e999999999, which once raised decimal.Overflow out of the placement pass, and a
+    negative GPU count) make their objects Unplaceable with the reason in a message annotation and
+    a warning Event; the healthy object applied after them is placed, and the operator keeps
+    running and placing."""
+    cleanup += [("pytorchjobs", "--all", "-n", namespace)]
+    _colonies(management, namespace, rich, bare)
+    huge = _pytorchjob("huge-cpu", 1, 1, None, ENABLED)
+    container = huge["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["resources"]["requests"] = {"cpu": "1e999999999"}
+    negative = _pytorchjob("negative-gpus", 1, 1, None, ENABLED)
+    container = negative["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"] = {"nvidia.com/gpu": "-8"}
+    for hostile in (huge, negative):
+        _apply(management, namespace, hostile)
+    _apply(management, namespace, _pytorchjob("healthy", 1, 1, H100, ENABLED))
+
+    placed = eventually(lambda: _placed_on(management, "pytorchjob", "healthy", namespace), 60)
+    assert placed in (f"{namespace}/bare", f"{namespace}/rich")
+    eventually(
+        lambda: _exists(bare if placed.endswith("/bare") else rich, "pytorchjob", "healthy", namespace), 30
+    )
+    for name, reason in (("huge-cpu", "1e999999999"), ("negative-gpus", "must not be negative")):
+        annotations = eventually(
+            lambda n=name: (
+                (a := _annotations(management, "pytorchjob", n, namespace)).get(MESSAGE_ANNOTATION) and a
+            ),
+            30,
+        )
+        assert annotations.get(PHASE_ANNOTATION) == "Unplaceable", annotations
+        assert reason in annotations[MESSAGE_ANNOTATION], annotations
+        assert COLONY_ANNOTATION not in annotations
+        warnings = eventually(
+            lambda n=name: [e for e in _events_of(management, n, namespace) if e.get("type") == "Warning"], 30
+        )
+        assert any(reason in str(e.get("message")) for e in warnings), warnings
+        assert not _exists(bare, "pytorchjob", name, namespace) and not _exists(
+            rich, "pytorchjob", name, namespace
+        )
+
+    # The loop goes on: a job applied now is placed too, and the operator never stopped.
+    _apply(management, namespace, _pytorchjob("later", 1, 1, H100, ENABLED))
+    assert eventually(lambda: _placed_on(management, "pytorchjob", "later", namespace), 60)
+    assert operator_process.running()
+
+
 def test_a_policy_change_or_a_lost_colony_requeues_the_object(
     management: LocalCluster,
     rich: LocalCluster,

@@ -15,19 +15,21 @@ from colony.controllers.context import OperatorContext, OperatorSettings
 from colony.controllers.gpr import accept as gpr_accept
 from colony.controllers.gpr import release as gpr_release
 from colony.controllers.gpr import report as gpr_report
+from colony.controllers.gpr import snapshot as gpr_snapshot
 from colony.controllers.gpr import world as gpr_world
 from colony.controllers.gpr import writes as gpr_writes
 from colony.controllers.gpr.accept import accept
 from colony.controllers.gpr.apply import apply, preempt
-from colony.controllers.gpr.release import release_deleted, release_on_delete
+from colony.controllers.gpr.release import release_deleted, release_due, release_on_delete
 from colony.controllers.gpr.report import ESTIMATE_WRITES_PER_PASS, write_estimates
 from colony.controllers.gpr.reservations import finish_admissions, reserve_in_background
 from colony.controllers.gpr.state import ParseCache
 from colony.controllers.gpr.world import ClusterView, World
-from colony.controllers.gpr.writes import concurrently, remember
+from colony.controllers.gpr.writes import PROCESSING_FAILED, concurrently, remember
 from colony.kube.informer import Informer, newer
-from colony.kube.resources import Conflict
+from colony.kube.resources import Conflict, KubeApiError
 from colony.labels import FINALIZER
+from colony.scheduling import backoff
 from colony.scheduling.fault_rules import ledger_entry
 from colony.scheduling.queueing.model import (
     Admit,
@@ -650,3 +652,103 @@ async def test_specs_are_accepted_in_bulk_onto_the_version_read_oldest_first_and
         status["conditions"][0]["reason"] == "InvalidSpec"
         and "numberOfGPUs" in status["conditions"][0]["message"]
     )
+
+
+class _Failing(_Kube):
+    """Status writes of the requests named in `failing` are rejected (422); Events are recorded."""
+
+    def __init__(self, failing: set[str]) -> None:
+        super().__init__()
+        self.failing = failing
+        self.events: list[tuple[str, str, str, str]] = []
+
+    async def patch_status(self, api_version: str, kind: str, name: str, *args: Any, **kw: Any) -> Any:
+        if name in self.failing:
+            raise KubeApiError(422, "Invalid", f"status of {name} rejected")
+        return await super().patch_status(api_version, kind, name, *args, **kw)
+
+    async def create(self, manifest: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        if manifest.get("kind") == "Event":
+            involved = manifest["involvedObject"]["name"]
+            self.events.append((involved, manifest["type"], manifest["reason"], manifest["message"]))
+        return manifest
+
+
+def _due(name: str) -> dict[str, Any]:
+    gpr = _gpr(name, phase="Ready", admittedAt="2020-01-01T00:00:00Z", gpusAllocated=1, colony="team/c")
+    gpr["spec"]["exitDuration"] = "1s"
+    gpr["metadata"]["generation"] = 1
+    return gpr
+
+
+async def test_one_requests_failed_write_is_recorded_and_backed_off_while_the_others_are_released(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 422 on one request's status write no longer stops release_due: the requests after it are
+    released, the failing one gets a ProcessingFailed warning Event naming the error, is skipped
+    while it backs off (1 s, then 2 s: doubling), and is released once its write goes through."""
+    kube = _Failing({"bad"})
+    context = _context(kube)
+    clock = [1000.0]
+    monkeypatch.setattr(gpr_writes, "clock", lambda: clock[0])
+    world = World(time.time(), [_due("bad"), _due("good"), _due("other")], [], {}, {})
+    assert await release_due(context, world)
+    released = {name for name, status, _ in kube.patches if status.get("phase") == "Expired"}
+    assert released == {"good", "other"}
+    ((name, kind, _, message),) = [e for e in kube.events if e[2] == PROCESSING_FAILED]
+    assert (name, kind) == ("bad", "Warning") and "422" in message and "status of bad rejected" in message
+    assert "retried in 1s" in message
+
+    kube.patches.clear()
+    clock[0] += 0.5  # still backing off: not even tried
+    world = World(time.time(), [_due("bad")], [], {}, {})
+    assert not await release_due(context, world)
+    assert kube.patches == [] and len(kube.events) == 3  # the ProcessingFailed and two GPRExpired
+
+    clock[0] += 1.0  # its backoff is over: tried again, fails again, backs off twice as long
+    assert not await release_due(context, world)
+    assert "retried in 2s" in kube.events[-1][3]
+    failure = context.scheduler.backoff.get("team/bad")
+    assert failure is not None and failure.failures == 2
+
+    bumped = _due("bad")
+    bumped["metadata"]["generation"] = 2  # a new generation ends the backoff at once
+    kube.failing.clear()
+    assert await release_due(context, World(time.time(), [bumped], [], {}, {}))
+    assert [name for name, status, _ in kube.patches if status.get("phase") == "Expired"] == ["bad"]
+    context.scheduler.backoff.end_pass(clock[0])
+    assert context.scheduler.backoff.get("team/bad") is None
+
+
+async def test_one_failing_admission_is_recorded_and_the_others_are_admitted() -> None:
+    cluster = _Cluster()
+    world = _colony_world([], cluster)
+    placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 1),))
+    names = ["a", "bad", "c"]
+    decisions = Decisions(admitted=tuple(Admit(f"team/{n}", placement) for n in names))
+    kube = _Failing({"bad"})
+    context = _context(kube)
+    by_key = {f"team/{n}": _gpr(n, phase="Queued") for n in names}
+    await _applied(context, world, by_key, decisions)
+    ready = sorted(name for name, status, _ in kube.patches if status.get("phase") == "Ready")
+    assert ready == ["a", "c"]
+    assert [(n, r) for n, _, r, _ in kube.events if r == PROCESSING_FAILED] == [("bad", PROCESSING_FAILED)]
+    assert "admission failed: KubeApiError" in next(m for n, _, r, m in kube.events if n == "bad")
+    # backing off, a pending request is not scheduled; the others are
+    found = await gpr_snapshot.requests(context, World(time.time(), list(by_key.values()), [], {}, {}))
+    assert sorted(r.key for r in found.pending) == ["team/a", "team/c"]
+
+
+def test_backoff_doubles_up_to_its_cap_and_a_new_version_or_a_clean_pass_resets_it() -> None:
+    assert [backoff.delay(n, 1.0, 10.0) for n in (1, 2, 3, 4, 5, 100000)] == [1, 2, 4, 8, 10, 10]
+    tracker = backoff.Backoff(1.0, 10.0)
+    assert not tracker.waiting("k", 1, 0.0)
+    assert tracker.failed("k", 1, 0.0) == 1 and tracker.waiting("k", 1, 0.5)
+    assert not tracker.waiting("k", 1, 1.0)
+    assert tracker.failed("k", 1, 1.0) == 2 and tracker.waiting("k", 1, 2.5)
+    assert not tracker.waiting("k", 2, 2.5) and tracker.get("k") is None  # a new version
+    tracker.failed("k", 2, 3.0)
+    tracker.end_pass(3.5)  # a pass that started while it backed off keeps it
+    assert tracker.get("k") is not None
+    tracker.end_pass(4.0)  # one that started after its backoff was over (and it did not fail): reset
+    assert tracker.get("k") is None and len(tracker) == 0

@@ -4,6 +4,7 @@ never runs more than its limit at a time and keeps every result in order."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -85,3 +86,35 @@ def test_run_all_finishes_every_call_then_raises_the_first_error() -> None:
     with pytest.raises(ValueError, match="call 1"):
         asyncio.run(run_all((call(i) for i in range(5)), 2))
     assert sorted(finished) == [0, 1, 2, 3, 4]
+
+
+def test_gather_bounded_under_a_deadline_cancels_what_is_late_and_keeps_the_rest() -> None:
+    """Two hung calls cost one deadline, not two; queued calls behind them that never start are
+    timed out too, without a "never awaited" warning; the answers that came are kept in order."""
+
+    async def scenario() -> tuple[list[object], float, list[int]]:
+        cancelled: list[int] = []
+
+        async def call(i: int) -> int:
+            try:
+                if i in (1, 2):
+                    await asyncio.Event().wait()  # hangs
+                return i
+            except asyncio.CancelledError:
+                cancelled.append(i)
+                raise
+
+        started = time.monotonic()
+        results = await gather_bounded((call(i) for i in range(5)), 2, timeout_s=0.2)
+        return results, time.monotonic() - started, cancelled
+
+    results, elapsed, cancelled = asyncio.run(scenario())
+    assert 0.15 < elapsed < 0.6, elapsed
+    assert [r if not isinstance(r, BaseException) else type(r) for r in results] == [
+        0,
+        TimeoutError,
+        TimeoutError,
+        TimeoutError,  # 3 and 4 waited behind the hung calls and never started
+        TimeoutError,
+    ]
+    assert sorted(cancelled) == [1, 2]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -53,16 +54,36 @@ async def run_passes(
         log.debug("%s pass took %.3fs", name, time.monotonic() - started)
 
 
-async def gather_bounded(calls: Iterable[Awaitable[T]], limit: int) -> list[T | BaseException]:
+async def gather_bounded(
+    calls: Iterable[Awaitable[T]], limit: int, timeout_s: float | None = None
+) -> list[T | BaseException]:
     """Await every call, at most `limit` at once; each one's result or the exception it raised, in
-    the order given (a failure never cancels the others)."""
+    the order given (a failure never cancels the others). With `timeout_s`, all of them share that
+    one deadline: a call not done by then is cancelled and its result is a TimeoutError (a pass's
+    reads of many clusters cost at most one deadline, however many of them hang)."""
     semaphore = asyncio.Semaphore(limit)
 
     async def bounded(call: Awaitable[T]) -> T:
-        async with semaphore:
-            return await call
+        try:
+            async with semaphore:
+                return await call
+        finally:
+            if inspect.iscoroutine(call):
+                call.close()  # cancelled before it started: never "never awaited"
 
-    return list(await asyncio.gather(*(bounded(call) for call in calls), return_exceptions=True))
+    tasks = [asyncio.ensure_future(bounded(call)) for call in calls]
+    if timeout_s is None or not tasks:
+        return list(await asyncio.gather(*tasks, return_exceptions=True))
+    _, late = await asyncio.wait(tasks, timeout=max(timeout_s, 0.0))
+    for task in late:
+        task.cancel()
+    await asyncio.gather(*late, return_exceptions=True)
+    return [
+        TimeoutError(f"no answer within {timeout_s:g}s")
+        if task.cancelled()
+        else (task.exception() or task.result())
+        for task in tasks
+    ]
 
 
 def first_error(results: Iterable[object]) -> BaseException | None:

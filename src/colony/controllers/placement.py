@@ -17,12 +17,19 @@ applied at any time), and one pass reads each colony cluster once for all object
 Every jq expression (built-in or user definitions) runs in the bounded worker of
 `colony.workloads.sandbox`, batched per pass and cached per object resourceVersion: a pathological
 expression marks its definition invalid (or one object unplaceable) and never blocks the loop.
+
+One object never stops the others: an error while selecting, reading, deciding or applying one
+object is recorded on it (the message annotation and a PlacementFailed warning Event) and backs it
+off (colony.scheduling.backoff, keyed by uid and generation; at most BACKOFF_CAP_S), and the pass
+goes on. The colonies are read (clients, discovery, copies) concurrently under one deadline per
+pass (COLONY_READ_DEADLINE_S): a colony that misses it is unreachable for that pass.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,6 +46,7 @@ from colony.controllers.colony_shares import read_visibility
 from colony.controllers.context import OperatorContext, context_of
 from colony.controllers.loops import gather_bounded, run_passes
 from colony.controllers.placement_clusters import (
+    READ_TIMEOUT_S,
     ColonyAccess,
     CopyConflict,
     Discovery,
@@ -71,6 +79,7 @@ from colony.placement.selection import (
     parse_policies,
     select,
 )
+from colony.scheduling.backoff import Backoff
 from colony.scheduling.cleanup import CLEANUP_FAILED, failed_try_message
 from colony.scheduling.visibility import NOBODY_ELSE, Visibility, visible
 from colony.timefmt import format_time
@@ -87,6 +96,12 @@ from colony.workloads.sandbox_worker import ObjectReading, PhaseReading
 
 CONCURRENCY = 8
 """Objects whose actions are applied at once."""
+COLONY_READ_DEADLINE_S = READ_TIMEOUT_S
+"""The deadline of a pass's colony reads (all colonies concurrently, not per colony)."""
+COLONY_READ_CONCURRENCY = 16
+"""Colonies read at once."""
+BACKOFF_CAP_S = 30.0
+"""The longest an object whose placement failed is left alone (passes run every second)."""
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 """Added to the pod templates of a copy pinned to reserved GPU nodes (GPU nodes are often tainted)."""
 
@@ -107,9 +122,10 @@ async def stop_placement(memo: kopf.Memo, **_: Any) -> None:
 
 async def _loop(ctx: OperatorContext) -> None:
     discovery = Discovery()
+    backoff = Backoff(cap_s=BACKOFF_CAP_S)
     await run_passes(
         "placement",
-        lambda: run_pass(ctx, discovery),
+        lambda: run_pass(ctx, discovery, backoff),
         ctx.settings.placement_interval_s,
         metric_kind=PLACEMENT_POLICY.kind,
     )
@@ -182,6 +198,8 @@ class Pass:
     """(colony, cluster, apiVersion/kind) -> copies by original uid; None: unreadable."""
     status_subresource: dict[str, bool] = field(default_factory=dict)
     """apiVersion/plural -> whether the management cluster has a status subresource for it."""
+    backoff: Backoff = field(default_factory=Backoff)
+    """Objects whose placement failed lately, by uid (kept by the loop from pass to pass)."""
 
 
 async def _objects(
@@ -202,30 +220,90 @@ async def _objects(
 
 
 async def _read_colonies(
-    ctx: OperatorContext, world: Pass, namespaces: set[str], placed_on: set[str]
+    ctx: OperatorContext,
+    discovery: Discovery,
+    world: Pass,
+    namespaces: set[str],
+    placed_on: set[str],
+    definitions: Iterable[WorkloadDefinition],
+    copy_kinds: set[tuple[str, str, str, str]],
 ) -> None:
-    """The colonies objects of `namespaces` may use, and clients of their Ready clusters; also of a
-    colony not Ready (being deleted, say) that holds copies, so that they can be deleted."""
+    """The colonies objects of `namespaces` may use (and those holding copies, Ready or not, so
+    that copies can be deleted): per colony, clients of its clusters, whether it serves each
+    framework resource in play, and its copies of each kind in `copy_kinds` (colony, cluster,
+    apiVersion, kind). The colonies are read concurrently under one deadline for the whole pass
+    (COLONY_READ_DEADLINE_S); a colony that misses it, or whose read fails, is unreachable for
+    this pass (its clusters unreachable, its copies unreadable) while the others are placed."""
+    definitions = list(definitions)
+    to_read: list[tuple[str, dict[str, Any], bool]] = []
     for colony in await ctx.kube.list(COLONY.api_version, COLONY.kind):
         meta = colony["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         world.colonies[key] = colony
-        view = colony_view(colony, {})
-        if view.ready and any(visible(key, n, world.visibility) for n in namespaces):
-            world.access[key] = await open_colony(ctx, colony)
+        if colony_view(colony, {}).ready and any(visible(key, n, world.visibility) for n in namespaces):
+            to_read.append((key, colony, True))
         elif key in placed_on:
-            world.access[key] = await open_colony(ctx, colony, only_ready=False)
-
-
-async def _colony_views(world: Pass, discovery: Discovery, definitions: Iterable[WorkloadDefinition]) -> None:
-    """Per colony, whether it serves each framework resource in play."""
+            to_read.append((key, colony, False))
+    results = await gather_bounded(
+        (
+            _read_colony(ctx, discovery, colony, only_ready, definitions, _kinds_on(key, copy_kinds))
+            for key, colony, only_ready in to_read
+        ),
+        COLONY_READ_CONCURRENCY,
+        timeout_s=COLONY_READ_DEADLINE_S,
+    )
+    read = {key: result for (key, _, _), result in zip(to_read, results, strict=True)}
     for key, colony in world.colonies.items():
-        access = world.access.get(key)
+        result = read.get(key)
         served: dict[str, str | None] = {}
-        if access is not None:
-            for d in definitions:
-                served[f"{d.plural}.{d.group}"] = await serving(discovery, access, d.api_version, d.plural)
+        if isinstance(result, BaseException):
+            why = f"unreachable this pass: {type(result).__name__}: {result}"
+            log.warning("colony %s %s", key, why)
+            clusters = [str(c.get("name")) for c in (colony.get("status") or {}).get("clusters") or []]
+            world.access[key] = ColonyAccess(key, errors={c: why for c in clusters or ["*"]})
+            served = {f"{d.plural}.{d.group}": why for d in definitions}
+        elif result is not None:
+            world.access[key], served, copies = result
+            world.copies.update(copies)
         world.views[key] = colony_view(colony, served)
+    for holder, cluster, api_version, kind in copy_kinds:
+        world.copies.setdefault((holder, cluster, f"{api_version}/{kind}"), None)
+
+
+def _kinds_on(key: str, copy_kinds: set[tuple[str, str, str, str]]) -> list[tuple[str, str, str]]:
+    """The (cluster, apiVersion, kind) whose copies are read in colony `key`."""
+    return sorted(
+        (cluster, api_version, kind) for colony, cluster, api_version, kind in copy_kinds if colony == key
+    )
+
+
+async def _read_colony(
+    ctx: OperatorContext,
+    discovery: Discovery,
+    colony: Mapping[str, Any],
+    only_ready: bool,
+    definitions: Sequence[WorkloadDefinition],
+    kinds: Sequence[tuple[str, str, str]],
+) -> tuple[ColonyAccess, dict[str, str | None], dict[tuple[str, str, str], dict[str, dict[str, Any]] | None]]:
+    """One colony of `_read_colonies`: its clients, what it serves, its copies (None: unreadable)."""
+    access = await open_colony(ctx, colony, only_ready=only_ready)
+    served = {
+        f"{d.plural}.{d.group}": await serving(discovery, access, d.api_version, d.plural)
+        for d in definitions
+    }
+    copies: dict[tuple[str, str, str], dict[str, dict[str, Any]] | None] = {}
+    for cluster, api_version, kind in kinds:
+        kube = access.clients.get(cluster)
+        found = None
+        if kube is not None:
+            try:
+                found = await list_copies(kube, api_version, kind)
+            except (KubeApiError, OSError, TimeoutError) as error:
+                log.warning(
+                    "copies of %s in colony %s cluster %s unreadable: %s", kind, access.key, cluster, error
+                )
+        copies[(access.key, cluster, f"{api_version}/{kind}")] = found
+    return access, served, copies
 
 
 async def _namespace_labels(ctx: OperatorContext, policies: Sequence[Policy]) -> dict[str, dict[str, str]]:
@@ -251,59 +329,64 @@ def _shape(reading: ObjectReading) -> tuple[Shape | None, str | None]:
     return Shape(shape.nodes, shape.gpus_per_node, tuple(shape.gpu_types)), None
 
 
-async def _read_copies(world: Pass, workloads: Sequence[tuple[WorkloadDefinition, Workload]]) -> None:
-    """One LIST per (colony cluster, kind) holding placed objects."""
-    wanted = {
-        (w.annotations[COLONY_ANNOTATION], w.annotations.get(CLUSTER_ANNOTATION, ""), d.api_version, d.kind)
-        for d, w in workloads
-        if w.annotations.get(COLONY_ANNOTATION)
-    }
-    wanted |= {
-        (colony, record.cluster, d.api_version, d.kind)
-        for d, w in workloads
-        for colony, record in duplicate.records(w).items()
-    }
-    for colony, cluster, api_version, kind in sorted(wanted):
-        access = world.access.get(colony)
-        kube = access.clients.get(cluster) if access is not None else None
-        copies = None
-        if kube is not None:
-            try:
-                copies = await list_copies(kube, api_version, kind)
-            except (KubeApiError, OSError, TimeoutError) as error:
-                log.warning(
-                    "copies of %s in colony %s cluster %s unreadable: %s", kind, colony, cluster, error
+def _copy_kinds(
+    chosen: Sequence[tuple[WorkloadDefinition, Mapping[str, Any], Selection | None]],
+) -> set[tuple[str, str, str, str]]:
+    """(colony, cluster, apiVersion, kind) holding copies of the chosen objects: one LIST each."""
+    wanted: set[tuple[str, str, str, str]] = set()
+    for d, obj, _ in chosen:
+        annotations = obj["metadata"].get("annotations") or {}
+        if annotations.get(COLONY_ANNOTATION):
+            wanted.add(
+                (
+                    str(annotations[COLONY_ANNOTATION]),
+                    annotations.get(CLUSTER_ANNOTATION, ""),
+                    d.api_version,
+                    d.kind,
                 )
-        world.copies[(colony, cluster, f"{api_version}/{kind}")] = copies
+            )
+        wanted |= {
+            (colony, record.cluster, d.api_version, d.kind)
+            for colony, record in duplicate.records_in(annotations).items()
+        }
+    return wanted
 
 
 # -- the pass ----------------------------------------------------------------------------------------
 
 
-async def run_pass(ctx: OperatorContext, discovery: Discovery) -> None:
-    """One placement pass."""
+async def run_pass(ctx: OperatorContext, discovery: Discovery, backoff: Backoff | None = None) -> None:
+    """One placement pass; `backoff`: the objects whose placement failed lately (the loop keeps it
+    from pass to pass)."""
+    started = time.monotonic()
+    backoff = backoff if backoff is not None else Backoff(cap_s=BACKOFF_CAP_S)
     registry = await _registry(ctx)
     raw_policies = await ctx.kube.list(PLACEMENT_POLICY.api_version, PLACEMENT_POLICY.kind)
     policies, invalid = parse_policies(raw_policies)
     for name, why in invalid.items():
         log.warning("PlacementPolicy %s ignored: %s", name, why)
-    world = Pass(raw_policies, policies, await _objects(ctx, discovery, registry))
+    world = Pass(raw_policies, policies, await _objects(ctx, discovery, registry), backoff=backoff)
     namespace_labels = await _namespace_labels(ctx, policies)
     chosen: list[tuple[WorkloadDefinition, dict[str, Any], Selection | None]] = []
     for definition, obj in world.objects:
-        selection = select(
-            obj,
-            definition.group,
-            definition.kind,
-            namespace_labels.get(obj["metadata"]["namespace"]),
-            policies,
-        )
+        try:
+            selection = select(
+                obj,
+                definition.group,
+                definition.kind,
+                namespace_labels.get(obj["metadata"]["namespace"]),
+                policies,
+            )
+        except Exception as error:  # one object's data never stops the pass
+            await _failed(ctx, world, definition, obj, "selection", error)
+            continue
         if selection is not None or FINALIZER in (obj["metadata"].get("finalizers") or []):
             chosen.append((definition, obj, selection))
     if chosen:
         await _place(ctx, discovery, world, chosen)
     await _policy_status(ctx, world, chosen)
     ctx.expressions.sweep()
+    backoff.end_pass(started)
 
 
 async def _place(
@@ -319,9 +402,11 @@ async def _place(
     }
     placed_on |= {colony for _, obj, _ in chosen for colony in _duplicated_on(obj)}
     world.visibility = await read_visibility(ctx.kube)
-    await _read_colonies(ctx, world, {obj["metadata"]["namespace"] for _, obj, _ in chosen}, placed_on)
     definitions = {d.name: d for d, _, _ in chosen}
-    await _colony_views(world, discovery, definitions.values())
+    namespaces = {obj["metadata"]["namespace"] for _, obj, _ in chosen}
+    await _read_colonies(
+        ctx, discovery, world, namespaces, placed_on, definitions.values(), _copy_kinds(chosen)
+    )
     for gpr in await ctx.kube.list(GPR.api_version, GPR.kind, label_selector=f"{MANAGED_LABEL}=true"):
         world.gprs[(gpr["metadata"]["namespace"], gpr["metadata"]["name"])] = gpr
     selected: list[tuple[WorkloadDefinition, Workload]] = []
@@ -330,25 +415,31 @@ async def _place(
     wanted = [(d, obj) for d, obj, selection in chosen if selection is not None]
     read = dict(zip((_uid(obj) for _, obj in wanted), await sandbox.read_objects(wanted), strict=True))
     for definition, obj, selection in chosen:
-        namespace = obj["metadata"]["namespace"]
-        resource = f"{definition.plural}.{definition.group}"
-        if selection is None:
-            w = Workload(obj, Selection(None, DEFAULT_SPEC), Candidates((), False, ()), None)
-            dropped.append((definition, w))
-            continue
-        shape, error = _shape(read[_uid(obj)])
-        found = candidates(namespace, selection, resource, definition.addon, world.views, world.visibility)
-        selected.append((definition, Workload(obj, selection, found, shape, error)))
-    await _read_copies(world, selected + dropped)
+        try:
+            namespace = obj["metadata"]["namespace"]
+            resource = f"{definition.plural}.{definition.group}"
+            if selection is None:
+                w = Workload(obj, Selection(None, DEFAULT_SPEC), Candidates((), False, ()), None)
+                dropped.append((definition, w))
+                continue
+            shape, error = _shape(read[_uid(obj)])
+            found = candidates(
+                namespace, selection, resource, definition.addon, world.views, world.visibility
+            )
+            selected.append((definition, Workload(obj, selection, found, shape, error)))
+        except Exception as problem:  # one object's data never stops the pass
+            await _failed(ctx, world, definition, obj, "reading its demand", problem)
     phases = await _read_phases(sandbox, world, selected)
     plans = plan_requests([w for _, w in selected if not duplicate.is_duplicate(w.selection)], world.gprs)
     spread = duplicate.requests_by_owner(world.gprs)
     work: list[Awaitable[None]] = []
     for definition, w in selected:
+        if _backing_off(world, w.obj):
+            continue
         requests = spread.get((w.namespace, str(w.obj["metadata"]["uid"])), {})
         pin, phase_of = _pin(definition, read[_uid(w.obj)]), _phase_of(phases)
         if duplicate.is_duplicate(w.selection) or COPIES_ANNOTATION in w.annotations:
-            todo = _guarded(w, partial(_duplicated, world, definition, w, requests, pin, phase_of))
+            todo = _guarded(world, w, partial(_duplicated, world, definition, w, requests, pin, phase_of))
             work.append(_execute(ctx, discovery, world, definition, w, todo))
             continue
         uses_request = w.shape is not None or bool(w.annotations.get(REQUEST_ANNOTATION))
@@ -356,16 +447,76 @@ async def _place(
         seen = _observed(world, definition, w)
         # per-colony requests left from a spread that was undone: deleted
         todo = [actions.DeleteRequest(str(g["metadata"]["name"])) for _, g in sorted(requests.items())]
-        todo += _guarded(w, partial(actions.decide, w, plan, seen, pin, phase_of))
+        todo += _guarded(world, w, partial(actions.decide, w, plan, seen, pin, phase_of))
         work.append(_execute(ctx, discovery, world, definition, w, todo))
     for definition, w in dropped:
+        if _backing_off(world, w.obj):
+            continue
         requests = spread.get((w.namespace, str(w.obj["metadata"]["uid"])), {})
         if COPIES_ANNOTATION in w.annotations or requests:
-            todo = duplicate.unplace(w, requests, _observed_copies(world, definition, w))
+            todo = _guarded(
+                world,
+                w,
+                partial(duplicate.unplace, w, requests, _observed_copies(world, definition, w)),
+            )
         else:
-            todo = actions.unplace(w, _recorded_plan(world, w), _observed(world, definition, w))
+            todo = _guarded(
+                world,
+                w,
+                partial(actions.unplace, w, _recorded_plan(world, w), _observed(world, definition, w)),
+            )
         work.append(_execute(ctx, discovery, world, definition, w, todo))
     await _concurrently(work)
+
+
+def _generation(obj: Mapping[str, Any]) -> tuple[Any, bool]:
+    """What ends an object's backoff when it changes: its generation, or its deletion."""
+    meta = obj.get("metadata") or {}
+    return meta.get("generation") or meta.get("resourceVersion"), bool(meta.get("deletionTimestamp"))
+
+
+def _backing_off(world: Pass, obj: Mapping[str, Any]) -> bool:
+    """Whether the object's placement failed lately and its backoff is not over (left alone)."""
+    return world.backoff.waiting(_uid(obj), _generation(obj), time.monotonic())
+
+
+def _back_off(world: Pass, obj: Mapping[str, Any], why: str) -> float:
+    """Record a failure of the object's placement; how long it is left alone."""
+    return world.backoff.failed(_uid(obj), _generation(obj), time.monotonic(), why)
+
+
+async def _failed(
+    ctx: OperatorContext,
+    world: Pass,
+    definition: WorkloadDefinition,
+    obj: Mapping[str, Any],
+    step: str,
+    error: BaseException,
+) -> None:
+    """An object's handling raised before its actions were decided: back it off, and say why on it
+    (message annotation, PlacementFailed warning Event); writing that may fail too (only logged)."""
+    meta = obj.get("metadata") or {}
+    message = f"placement failed: {step}: {type(error).__name__}: {error}"
+    wait = _back_off(world, obj, message)
+    log.warning(
+        "%s %s/%s: %s (retried in %.0fs)",
+        definition.kind,
+        meta.get("namespace"),
+        meta.get("name"),
+        message,
+        wait,
+        exc_info=not isinstance(error, KubeApiError | OSError | TimeoutError),
+    )
+    if (meta.get("annotations") or {}).get(MESSAGE_ANNOTATION) == message:
+        return
+    w = Workload(obj, Selection(None, DEFAULT_SPEC), Candidates((), False, ()), None)
+    try:
+        await _annotate(ctx, definition, w, {MESSAGE_ANNOTATION: message})
+        await _event(ctx, definition, w, "PlacementFailed", message, warning=True)
+    except Exception as problem:  # the failure is in the backoff and the log
+        log.warning(
+            "recording the failure on %s/%s failed: %s", meta.get("namespace"), meta.get("name"), problem
+        )
 
 
 def _duplicated_on(obj: Mapping[str, Any]) -> set[str]:
@@ -428,15 +579,27 @@ async def _read_phases(
     return dict(zip(pairs, found, strict=True))
 
 
-def _guarded(w: Workload, decide: Callable[[], list[actions.Action]]) -> list[actions.Action]:
-    """The decision, or, when one of the definition's expressions failed on the object or its copy
-    (EvaluationError from pin or phase_of), the failure recorded on the object (the next pass
-    decides again)."""
+def _guarded(world: Pass, w: Workload, decide: Callable[[], list[actions.Action]]) -> list[actions.Action]:
+    """The decision, or, when it raised, the failure recorded on the object (the next pass decides
+    again): an expression of the definition failed on the object or its copy (EvaluationError from
+    pin or phase_of), or anything else went wrong with this object's data (that also backs it off)."""
     try:
         return decide()
-    except EvaluationError as error:
-        message = f"placement failed: {error}"
-        log.warning("%s/%s: %s", w.namespace, w.obj["metadata"]["name"], message)
+    except Exception as error:  # one object's data never stops the pass
+        if isinstance(error, EvaluationError):
+            message = f"placement failed: {error}"
+            log.warning("%s/%s: %s", w.namespace, w.obj["metadata"]["name"], message)
+        else:
+            message = f"placement failed: deciding: {type(error).__name__}: {error}"
+            wait = _back_off(world, w.obj, message)
+            log.warning(
+                "%s/%s: %s (retried in %.0fs)",
+                w.namespace,
+                w.obj["metadata"]["name"],
+                message,
+                wait,
+                exc_info=True,
+            )
         if w.annotations.get(MESSAGE_ANNOTATION) == message:
             return []
         return [
@@ -502,8 +665,9 @@ async def _execute(
     w: Workload,
     todo: Sequence[actions.Action],
 ) -> None:
-    """Apply one object's actions in order; a failure stops them (the next pass decides again) and
-    is recorded on the object. While the object is being deleted, a copy that cannot be deleted
+    """Apply one object's actions in order; a failure stops them, is recorded on the object and
+    backs it off (a Conflict or NotFound of a write onto a changed object only waits for the next
+    pass, which decides again). While the object is being deleted, a copy that cannot be deleted
     (any error) is a failed try of its cleanup, counted on the object and retried no sooner than
     DELETE_RETRY_DELAY_S later; decide gives the copies up after DELETE_RETRIES
     (colony.scheduling.cleanup)."""
@@ -514,22 +678,30 @@ async def _execute(
     for action in todo:
         try:
             await _apply_one(ctx, discovery, world, definition, w, action)
-        except Exception as error:
+        except Exception as error:  # one object's failure never stops the others
             if cleaning and isinstance(action, actions.DeleteCopy):
                 where = f"colony {action.colony} cluster {action.cluster}"
                 await _count_cleanup_failure(ctx, definition, w, where, error)
                 return
-            if not isinstance(
-                error, KubeApiError | ClusterAccessError | CopyConflict | OSError | TimeoutError
-            ):
-                raise
             if isinstance(error, Conflict | NotFound) and not isinstance(action, actions.ApplyCopy):
                 log.debug("placement of %s/%s: %s (next pass)", meta["namespace"], meta["name"], error)
                 return
             message = f"placement failed: {type(action).__name__}: {error}"
-            log.warning("%s %s/%s: %s", definition.kind, meta["namespace"], meta["name"], message)
+            wait = _back_off(world, w.obj, message)
+            expected = isinstance(
+                error, KubeApiError | ClusterAccessError | CopyConflict | OSError | TimeoutError
+            )
+            log.warning(
+                "%s %s/%s: %s (retried in %.0fs)",
+                definition.kind,
+                meta["namespace"],
+                meta["name"],
+                message,
+                wait,
+                exc_info=not expected,
+            )
             if (meta.get("annotations") or {}).get(MESSAGE_ANNOTATION) != message:
-                with contextlib.suppress(KubeApiError, OSError):
+                with contextlib.suppress(Exception):  # the failure is in the backoff and the log
                     await _annotate(ctx, definition, w, {MESSAGE_ANNOTATION: message})
                     await _event(ctx, definition, w, "PlacementFailed", message, warning=True)
             return

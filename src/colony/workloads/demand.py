@@ -185,25 +185,25 @@ MAX_QUANTITY = Decimal(2**63 - 1)
 def parse_quantity(value: str | int | float) -> Decimal:
     """A Kubernetes resource quantity ("500m", "2Gi", "1e3", 4) as a number.
 
-    Raises ValueError when it is malformed, not finite, or larger in magnitude than MAX_QUANTITY
-    (a hostile "1e999999999" must not overflow the arithmetic that follows).
+    Raises DemandError (a ValueError) when it is malformed, not finite, or larger in magnitude than
+    MAX_QUANTITY (a hostile "1e999999999" must not overflow the arithmetic that follows).
     """
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"not a quantity: {_preview(value)}")
+        raise DemandError(f"not a quantity: {_preview(value)}")
     text = str(value).strip()
     match = _QUANTITY.match(text) if len(text) <= 64 else None
     if not match:
-        raise ValueError(f"not a quantity: {_preview(value)}")
+        raise DemandError(f"not a quantity: {_preview(value)}")
     exponent = match["exponent"]
     if exponent is not None and abs(int(exponent[1:])) > 30:
-        raise ValueError(f"quantity out of range: {_preview(value)}")
+        raise DemandError(f"quantity out of range: {_preview(value)}")
     try:
         number = Decimal(match["number"] + (exponent or ""))
     except InvalidOperation:
-        raise ValueError(f"not a quantity: {_preview(value)}") from None
+        raise DemandError(f"not a quantity: {_preview(value)}") from None
     quantity = number * _SUFFIX_FACTORS.get(match["suffix"] or "", Decimal(1))
     if not quantity.is_finite() or abs(quantity) > MAX_QUANTITY:
-        raise ValueError(f"quantity out of range: {_preview(value)}")
+        raise DemandError(f"quantity out of range: {_preview(value)}")
     return quantity
 
 

@@ -12,7 +12,7 @@ import kopf
 from colony.api.gpr import GPRSpec
 from colony.controllers.acceptance import accept_spec
 from colony.controllers.gpr.world import World
-from colony.controllers.gpr.writes import concurrently, event, patch
+from colony.controllers.gpr.writes import backing_off, concurrently, event, guarded, patch
 from colony.kube.resources import KubeApiError
 from colony.scheduling.queueing.objects import request_key
 
@@ -57,7 +57,10 @@ async def accept(context: OperatorContext, world: World) -> None:
             for g in world.gprs
             if not g["metadata"].get("deletionTimestamp")
             and (g.get("status") or {}).get("observedGeneration") != g["metadata"].get("generation")
+            and not backing_off(context, g)
         ),
         key=lambda g: (str(g["metadata"].get("creationTimestamp") or ""), request_key(g)),
     )
-    await concurrently(accept_one(g) for g in todo[:ACCEPTS_PER_PASS])
+    await concurrently(
+        guarded(context, g, "accepting the spec", accept_one(g)) for g in todo[:ACCEPTS_PER_PASS]
+    )

@@ -16,7 +16,7 @@ from colony.api import COLONY
 from colony.controllers.gpr.release import usage
 from colony.controllers.gpr.reservations import reservation_finished, reserve_in_background, unlabel
 from colony.controllers.gpr.world import World, gpr_queue
-from colony.controllers.gpr.writes import concurrently, event, moving, patch, write_on_version
+from colony.controllers.gpr.writes import concurrently, event, guarded, moving, patch, write_on_version
 from colony.kube.resources import KubeApiError
 from colony.labels import FOR_GPR_LABEL, FOR_GPR_NAME_ANNOTATION
 from colony.render.offer_colony import ProviderNotSupported, colony_for_offer, ephemeral_colony_name
@@ -41,14 +41,23 @@ async def apply(
     context: OperatorContext, world: World, by_key: Mapping[str, dict[str, Any]], decisions: Decisions
 ) -> None:
     """Preemptions, then admissions, then provisions; the requests of each step concurrently (each
-    request's own writes stay in order)."""
+    request's own writes stay in order; one request's failure is recorded on it and backs it off,
+    writes.guarded)."""
     await concurrently(
-        preempt(context, world, by_key[v.victim], v) for v in decisions.preemptions if v.victim in by_key
+        guarded(context, by_key[v.victim], "preemption", preempt(context, world, by_key[v.victim], v))
+        for v in decisions.preemptions
+        if v.victim in by_key
     )
     await concurrently(
-        _admit(context, world, by_key[a.key], a) for a in decisions.admitted if a.key in by_key
+        guarded(context, by_key[a.key], "admission", _admit(context, world, by_key[a.key], a))
+        for a in decisions.admitted
+        if a.key in by_key
     )
-    await concurrently(_provision(context, by_key[p.key], p) for p in decisions.provisions if p.key in by_key)
+    await concurrently(
+        guarded(context, by_key[p.key], "provisioning", _provision(context, by_key[p.key], p))
+        for p in decisions.provisions
+        if p.key in by_key
+    )
 
 
 async def _admit(context: OperatorContext, world: World, gpr: dict[str, Any], admit: Admit) -> None:

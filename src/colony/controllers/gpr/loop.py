@@ -23,6 +23,7 @@ from colony.controllers.gpr.reservations import finish_admissions
 from colony.controllers.gpr.snapshot import free_nodes, queue_quotas, requests, snapshot
 from colony.controllers.gpr.state import wake_scheduler
 from colony.controllers.gpr.world import INFORMED, informer_task, read, start_informers
+from colony.controllers.gpr.writes import clock
 from colony.controllers.loops import run_passes
 from colony.scheduling.queueing.core import schedule
 from colony.scheduling.queueing.model import Decisions, GpuNode, GpuRequest, RunningRequest
@@ -94,7 +95,18 @@ async def run_pass(context: OperatorContext) -> Decisions | None:
        waiting requests (report.write_queue_status).
 
     With nothing pending, steps 7 and 8 are skipped (metrics and queue usage are still written).
+    A request whose handling raises in any step is recorded on it (a ProcessingFailed warning
+    Event) and backed off, and the pass goes on with the others (writes.guarded); a pass that ends
+    forgets the backoffs that were over when it started (those requests did not fail again).
     """
+    started = clock()
+    decisions = await _steps(context)
+    context.scheduler.backoff.end_pass(started)
+    return decisions
+
+
+async def _steps(context: OperatorContext) -> Decisions | None:
+    """The steps of `run_pass`."""
     world = await read(context)  # 1.
     if await release_deleted(context, world):  # 2.
         world = await read(context)

@@ -15,7 +15,7 @@ from colony.api import COLONY, GPR
 from colony.api.conditions import set_condition
 from colony.controllers.gpr.reservations import unlabel
 from colony.controllers.gpr.world import UNREACHABLE, World, unreachable
-from colony.controllers.gpr.writes import concurrently, event, write_on_version
+from colony.controllers.gpr.writes import backing_off, concurrently, event, guarded, write_on_version
 from colony.kube.resources import NotFound
 from colony.scheduling.fault_rules import (
     COLONY_REACHABLE,
@@ -42,15 +42,19 @@ async def reconcile_colonies(context: OperatorContext, world: World) -> None:
     """Reachability of every running request, reservation labels of every colony read, orphaned
     ephemeral colonies (see the module docstring)."""
     await concurrently(
-        _write_reachability(context, world, gpr)
+        guarded(context, gpr, "reachability", _write_reachability(context, world, gpr))
         for gpr in world.gprs
         if (gpr.get("status") or {}).get("phase") in RUNNING_PHASES
         and not gpr["metadata"].get("deletionTimestamp")
+        and not backing_off(context, gpr)
     )
     if world.clusters:
         known = reservations(world.gprs)
         for colony in sorted({key for key, _ in world.clusters}):
-            await _reconcile_labels(context, world, colony, known)
+            try:  # one colony's failure leaves the others' labels reconciled
+                await _reconcile_labels(context, world, colony, known)
+            except Exception as error:  # the next pass tries again
+                log.warning("reconciling reservation labels of colony %s failed: %s", colony, error)
     await _sweep_orphans(context, world)
 
 
@@ -163,7 +167,12 @@ async def _sweep_orphans(context: OperatorContext, world: World) -> None:
     e.g. the request was deleted while the operator was down after creating its colony."""
     for key in orphaned_colonies(world.all_colonies, world.gprs):
         namespace, name = key.split("/", 1)
-        if await context.kube.delete(COLONY.api_version, COLONY.kind, name, namespace):
+        try:
+            deleted = await context.kube.delete(COLONY.api_version, COLONY.kind, name, namespace)
+        except Exception as error:  # the next pass tries again; the other orphans go on
+            log.warning("deleting orphaned ephemeral colony %s failed: %s", key, error)
+            continue
+        if deleted:
             message = f"ephemeral colony {name} deleted: the request it was provisioned for is gone"
             log.info("%s (%s)", message, key)
             await events.post_now(

@@ -16,7 +16,16 @@ from colony.api import COLONY, GPR
 from colony.controllers.gpr.reservations import reservation_finished, unlabel
 from colony.controllers.gpr.state import wake_scheduler
 from colony.controllers.gpr.world import World, read, read_own_colony, reservation_in_use, unreachable
-from colony.controllers.gpr.writes import concurrently, event, moving, patch, set_finalizer, write_on_version
+from colony.controllers.gpr.writes import (
+    backing_off,
+    concurrently,
+    event,
+    guarded,
+    moving,
+    patch,
+    set_finalizer,
+    write_on_version,
+)
 from colony.kube.informer import newer
 from colony.kube.resources import KubeApiError
 from colony.labels import FINALIZER
@@ -123,43 +132,55 @@ async def _bring_usage_forward(context: OperatorContext, world: World, gpr: Mapp
 
 async def release_due(context: OperatorContext, world: World) -> bool:
     """Release what is due (scheduling.queueing.rules.expired, fault_rules.idle_action), and bring
-    the usage of every running request forward; True when something was released."""
+    the usage of every running request forward; True when something was released. A request whose
+    handling fails is recorded and backed off (writes.guarded); the others go on."""
     released = False
     for gpr in world.gprs:
         status = gpr.get("status") or {}
         if status.get("phase") not in RUNNING_PHASES or gpr["metadata"].get("deletionTimestamp"):
             continue
-        spec = gpr["spec"]
-        await _bring_usage_forward(context, world, gpr)
-        why = expired(gpr, world.now)
-        if why is not None:
-            await release(context, world, gpr, "Expired", why)
-            released = True
+        if backing_off(context, gpr):
             continue
-        limit = idle_limit(gpr)
-        if limit is None:
-            continue
-        reachable = not unreachable(world, gpr)
-        idle_since = timestamp(status.get("idleSince"))
-        action = idle_action(
-            reachable, reachable and reservation_in_use(world, gpr), idle_since, world.now, limit
+        released = (
+            bool(await guarded(context, gpr, "release", _release_if_due(context, world, gpr))) or released
         )
-        if action is IdleAction.PAUSE and idle_since is not None:
-            await patch(context, gpr, {"idleSince": None})  # why: the ColonyReachable condition
-        elif action is IdleAction.CLEAR:
-            await patch(context, gpr, {"idleSince": None})
-        elif action is IdleAction.START:
-            await patch(context, gpr, {"idleSince": format_time(datetime.fromtimestamp(world.now, UTC))})
-        elif action is IdleAction.RELEASE:
-            await release(
-                context,
-                world,
-                gpr,
-                "Released",
-                f"no pod used the GPUs for idleTimeOutDuration {spec['idleTimeOutDuration']}",
-            )
-            released = True
     return released
+
+
+async def _release_if_due(context: OperatorContext, world: World, gpr: Mapping[str, Any]) -> bool:
+    """One running request of `release_due`: usage brought forward, then released when expired or
+    idle too long; True when released."""
+    status = gpr.get("status") or {}
+    spec = gpr["spec"]
+    await _bring_usage_forward(context, world, gpr)
+    why = expired(gpr, world.now)
+    if why is not None:
+        await release(context, world, gpr, "Expired", why)
+        return True
+    limit = idle_limit(gpr)
+    if limit is None:
+        return False
+    reachable = not unreachable(world, gpr)
+    idle_since = timestamp(status.get("idleSince"))
+    action = idle_action(
+        reachable, reachable and reservation_in_use(world, gpr), idle_since, world.now, limit
+    )
+    if action is IdleAction.PAUSE and idle_since is not None:
+        await patch(context, gpr, {"idleSince": None})  # why: the ColonyReachable condition
+    elif action is IdleAction.CLEAR:
+        await patch(context, gpr, {"idleSince": None})
+    elif action is IdleAction.START:
+        await patch(context, gpr, {"idleSince": format_time(datetime.fromtimestamp(world.now, UTC))})
+    elif action is IdleAction.RELEASE:
+        await release(
+            context,
+            world,
+            gpr,
+            "Released",
+            f"no pod used the GPUs for idleTimeOutDuration {spec['idleTimeOutDuration']}",
+        )
+        return True
+    return False
 
 
 async def release_on_delete(context: OperatorContext, gpr: Mapping[str, Any], wake: bool = True) -> None:
@@ -197,7 +218,7 @@ async def release_deleted(context: OperatorContext, world: World) -> bool:
     for key, gpr in sorted(gone.items()):
         if key in current:
             continue  # deleted and created again under the same name: the new one is live
-        await release_on_delete(context, gpr, wake=False)
+        await guarded(context, gpr, "release on deletion", release_on_delete(context, gpr, wake=False))
         metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
         released = True
     return await sync_finalizers(context, world) or released
@@ -224,10 +245,11 @@ async def sync_finalizers(context: OperatorContext, world: World) -> bool:
             log.warning("letting go of %s failed: %s", request_key(gpr), error)
 
     await concurrently(
-        settle(g)
+        guarded(context, g, "releasing the finalizer", settle(g))
         for g in world.gprs
         if FINALIZER in (g["metadata"].get("finalizers") or [])
         and request_key(g) not in in_flight
+        and not backing_off(context, g)
         and (
             g["metadata"].get("deletionTimestamp")
             or (g.get("status") or {}).get("phase") not in RUNNING_PHASES

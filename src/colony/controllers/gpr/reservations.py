@@ -14,7 +14,15 @@ import aiohttp
 
 from colony.api import COLONY
 from colony.controllers.gpr.world import UNREACHABLE, World
-from colony.controllers.gpr.writes import event, moving, patch, set_finalizer, write_on_version
+from colony.controllers.gpr.writes import (
+    backing_off,
+    event,
+    guarded,
+    moving,
+    patch,
+    set_finalizer,
+    write_on_version,
+)
 from colony.kube.resources import KubeApiError, NotFound
 from colony.scheduling.fault_rules import ledger_entry, transition_applies
 from colony.scheduling.queueing.objects import RUNNING_PHASES, request_key, reservation_label
@@ -87,11 +95,16 @@ async def finish_admissions(
     context: OperatorContext, world: World, by_key: Mapping[str, dict[str, Any]]
 ) -> None:
     """Admitted (status written) but not yet Ready (labels maybe missing): label, then Ready;
-    except the admissions of earlier passes still being finished in the background."""
+    except the admissions of earlier passes still being finished in the background and those of
+    requests backing off (writes.guarded)."""
     reserving = context.scheduler.reservations_in_flight
     for key, gpr in by_key.items():
-        if (gpr.get("status") or {}).get("phase") == "Admitted" and key not in reserving:
-            await reserve(context, world, gpr)
+        if (
+            (gpr.get("status") or {}).get("phase") == "Admitted"
+            and key not in reserving
+            and not backing_off(context, gpr)
+        ):
+            await guarded(context, gpr, "reserving nodes", reserve(context, world, gpr))
 
 
 def reserve_in_background(
@@ -104,10 +117,8 @@ def reserve_in_background(
     tasks = context.scheduler.reservations_in_flight
 
     async def finish() -> None:
-        try:
-            await reserve(context, world, admitted, *announce)
-        except (KubeApiError, OSError, TimeoutError) as error:  # the next pass finishes it
-            log.warning("reserving nodes for %s failed: %s", key, error)
+        try:  # a failure is recorded on the request; a later pass finishes it
+            await guarded(context, admitted, "reserving nodes", reserve(context, world, admitted, *announce))
         finally:
             if tasks.get(key) is asyncio.current_task():
                 del tasks[key]

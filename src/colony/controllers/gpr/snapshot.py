@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from colony.api.gpr import GPRSpec
 from colony.controllers.gpr.apply import provisioning_failed
 from colony.controllers.gpr.world import World, candidate_colonies, gpr_queue, unreachable
+from colony.controllers.gpr.writes import backing_off, guarded
 from colony.render.offer_colony import SUPPORTED_CLOUDS
 from colony.scheduling.fault_rules import pinned_while_unreachable
 from colony.scheduling.queueing.model import (
@@ -72,29 +73,36 @@ def _valid(gpr: Mapping[str, Any]) -> bool:
 async def requests(context: OperatorContext, world: World) -> Requests:
     """The running and pending requests of the World; a pending one whose provisioned colony
     failed is requeued or failed instead (apply.provisioning_failed). A running request whose
-    colony did not answer keeps its GPUs (fault_rules.pinned_while_unreachable)."""
+    colony did not answer keeps its GPUs (fault_rules.pinned_while_unreachable). A pending request
+    backing off (writes.guarded) waits out its backoff unscheduled; one that cannot be turned into
+    the core's input is recorded and backed off, and the others are scheduled."""
     found = Requests()
-    cache = context.scheduler.parse_cache
     for gpr in world.gprs:
-        version = _spec_version(gpr)
-        if gpr["metadata"].get("deletionTimestamp") or not cache.get(("valid", *version), _valid, gpr):
-            continue
-        status = gpr.get("status") or {}
-        queue = gpr_queue(world, gpr, context.settings.require_queue)
-        found.by_key[request_key(gpr)] = gpr
-        if status.get("phase") in RUNNING_PHASES:
-            if (current := running_request(gpr, queue)) is not None:
-                found.running.append(pinned_while_unreachable(current, bool(unreachable(world, gpr))))
-        elif status.get("phase") in PENDING_PHASES:
-            if await provisioning_failed(context, world, gpr):
-                continue
-            candidates = candidate_colonies(world, gpr)
-            request = cache.get(("request", *version, queue, candidates), gpu_request, gpr, queue, candidates)
-            if status.get("provisionedColony"):
-                request = replace(request, auto_provision=False)  # its colony is on the way
-            found.pending.append(request)
-    cache.end_pass()
+        await guarded(context, gpr, "scheduling", _add_request(context, world, gpr, found))
+    context.scheduler.parse_cache.end_pass()
     return found
+
+
+async def _add_request(context: OperatorContext, world: World, gpr: dict[str, Any], found: Requests) -> None:
+    """One request of `requests`, added to `found` (or not)."""
+    cache = context.scheduler.parse_cache
+    version = _spec_version(gpr)
+    if gpr["metadata"].get("deletionTimestamp") or not cache.get(("valid", *version), _valid, gpr):
+        return
+    status = gpr.get("status") or {}
+    queue = gpr_queue(world, gpr, context.settings.require_queue)
+    found.by_key[request_key(gpr)] = gpr
+    if status.get("phase") in RUNNING_PHASES:
+        if (current := running_request(gpr, queue)) is not None:
+            found.running.append(pinned_while_unreachable(current, bool(unreachable(world, gpr))))
+    elif status.get("phase") in PENDING_PHASES:
+        if backing_off(context, gpr) or await provisioning_failed(context, world, gpr):
+            return
+        candidates = candidate_colonies(world, gpr)
+        request = cache.get(("request", *version, queue, candidates), gpu_request, gpr, queue, candidates)
+        if status.get("provisionedColony"):
+            request = replace(request, auto_provision=False)  # its colony is on the way
+        found.pending.append(request)
 
 
 def queue_quotas(world: World, requests: Requests) -> tuple[QueueQuota, ...]:

@@ -1,7 +1,7 @@
 """What the GPR scheduling loop keeps between passes: one SchedulerState per operator context
 (`OperatorContext.scheduler`), holding the wake-up event, the parse cache, the requests the
 informer saw deleted, the requests of the last read (at the newest version known), the admissions
-being finished in the background, and the informers.
+being finished in the background, the informers, and the requests backing off after a failure.
 
 This module is imported by `colony.controllers.context`, so it imports nothing from
 `colony.controllers` (the context would import itself through it).
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from colony.kube.informer import Informer
+from colony.scheduling.backoff import Backoff
 
 if TYPE_CHECKING:
     from colony.controllers.context import OperatorContext
@@ -67,6 +68,10 @@ class SchedulerState:
     informers: dict[str, Informer] = field(default_factory=dict)
     """The informers of the kinds a pass reads, by name (world.INFORMED); none when the operator
     watches only some namespaces."""
+    backoff: Backoff = field(default_factory=Backoff)
+    """Requests whose handling failed (writes.guarded), by key: skipped by the pass's steps until
+    their backoff is over (their GPUs stay counted), reset by a new generation or a pass that
+    handles them without failing."""
 
 
 def wake_scheduler(context: OperatorContext) -> None:

@@ -1,19 +1,26 @@
 """How the GPR scheduling loop writes a request: status merge patches (onto the version read, or
 recomputed on a fresh version after a 409), the operator's finalizer, Events, and bounded
 concurrency. Every write this process makes is remembered (state.seen, the GPR informer), so the
-next pass knows it even before the watch brings it."""
+next pass knows it even before the watch brings it.
+
+One request's failure never stops the others: each step runs a request's work through `guarded`,
+which records what failed (a ProcessingFailed warning Event) and backs the request off
+(state.SchedulerState.backoff); the steps skip a request while `backing_off`."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from colony import events
 from colony.api import GPR
 from colony.controllers.gpr.world import informer
 from colony.controllers.loops import run_all
 from colony.kube.informer import newer
-from colony.kube.resources import Conflict, NotFound
+from colony.kube.resources import Conflict, KubeApiError, NotFound
 from colony.labels import FINALIZER
 from colony.scheduling.fault_rules import transition_applies
 from colony.scheduling.queueing.objects import request_key
@@ -27,6 +34,18 @@ kopf's handlers share)."""
 WRITE_ATTEMPTS = 3
 """Tries of a status write carrying a resourceVersion precondition (each after a 409 re-reads the
 request and recomputes the write from the fresh version); then the next pass decides afresh."""
+
+PROCESSING_FAILED = "ProcessingFailed"
+"""The reason of the warning Event on a request whose handling in a pass raised."""
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+def clock() -> float:
+    """The clock backoffs are measured on (monotonic seconds)."""
+    return time.monotonic()
+
 
 StatusUpdate = Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
 """From a version of a request, the status fields to write onto it, or None to write nothing."""
@@ -172,3 +191,46 @@ async def event(
     await events.post_now(
         context.kube, GPR.api_version, GPR.kind, gpr["metadata"], reason, message, warning=warning
     )
+
+
+def _generation(gpr: Mapping[str, Any]) -> Any:
+    """What ends a request's backoff when it changes: its generation (a spec change, or its
+    deletion), else its resourceVersion."""
+    meta = gpr.get("metadata") or {}
+    return (meta.get("generation") or meta.get("resourceVersion"), bool(meta.get("deletionTimestamp")))
+
+
+def backing_off(context: OperatorContext, gpr: Mapping[str, Any]) -> bool:
+    """Whether the request's handling failed lately and its backoff is not over (the steps of a
+    pass skip it; a running one keeps its GPUs)."""
+    return context.scheduler.backoff.waiting(request_key(gpr), _generation(gpr), clock())
+
+
+async def record_failure(
+    context: OperatorContext, gpr: Mapping[str, Any], step: str, error: BaseException
+) -> None:
+    """A request's handling in `step` raised: back it off and say why (log, and a warning Event on
+    the request; posting it may fail too, that is only logged)."""
+    key = request_key(gpr)
+    reason = f"{type(error).__name__}: {error}"
+    wait = context.scheduler.backoff.failed(key, _generation(gpr), clock(), reason)
+    message = f"{step} failed: {reason}; retried in {wait:.0f}s"
+    log.warning("%s: %s", key, message, exc_info=not isinstance(error, KubeApiError | OSError | TimeoutError))
+    try:
+        await event(context, gpr, PROCESSING_FAILED, message, warning=True)
+    except Exception as problem:  # the failure is in the backoff and the log
+        log.warning("could not post %s on %s: %s", PROCESSING_FAILED, key, problem)
+
+
+async def guarded(
+    context: OperatorContext, gpr: Mapping[str, Any], step: str, work: Awaitable[T]
+) -> T | None:
+    """`work` (one request's part of a pass step); when it raises, the error is recorded on the
+    request (`record_failure`) and None returned: the rest of the pass goes on without it."""
+    try:
+        return await work
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:  # one request's error stays with that request
+        await record_failure(context, gpr, step, error)
+        return None

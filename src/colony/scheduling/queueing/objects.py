@@ -5,14 +5,19 @@ Reservations: the GPUs of an admitted request are reserved by a label on each of
 select it (nodeSelector on that key). A node's capacity for the scheduler is its allocatable GPUs
 minus GPUs held by pods that use no reservation, minus reservations of requests the snapshot does
 not know (another operator's, or a leftover): nothing is double-booked.
+
+The readers of tenant documents (`gpu_request`, `running_request`, `queue_quota`) either return
+the core's view or raise `ObjectError` (a ValueError), whatever the document holds: the loop marks
+that one object and goes on (its CRD schema keeps most bad data out; this holds without it).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
 from colony.labels import RESERVATION_PREFIX
@@ -29,6 +34,9 @@ from colony.scheduling.queueing.model import (
 )
 from colony.timefmt import parse_time
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 RUNNING_PHASES = ("Admitted", "Ready")
 PENDING_PHASES = (None, "Queued", "Provisioning")
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -43,6 +51,36 @@ def parse_duration(text: str | None) -> float | None:
         raise ValueError(f"not a duration: {text!r} (use e.g. 2h30m)")
     days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
     return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+
+
+class ObjectError(ValueError):
+    """A tenant's object (GPR, GPUQueue) the scheduler core cannot read, and why."""
+
+
+def _reads(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A reader of `what` that raises ObjectError (naming the object's data at fault) for any
+    malformed document, instead of the KeyError, TypeError... its code would raise."""
+
+    def wrap(read: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(read)
+        def reader(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return read(*args, **kwargs)
+            except ObjectError:
+                raise
+            except (
+                LookupError,
+                TypeError,
+                AttributeError,
+                ValueError,
+                ArithmeticError,
+                RecursionError,
+            ) as error:
+                raise ObjectError(f"malformed {what}: {type(error).__name__}: {error}") from error
+
+        return reader
+
+    return wrap
 
 
 def request_key(obj: Mapping[str, Any]) -> str:
@@ -76,6 +114,7 @@ def listed_colonies(gpr: Mapping[str, Any]) -> tuple[str, ...] | None:
     return tuple(keys)
 
 
+@_reads("GPUProvisioningRequest")
 def gpu_request(gpr: Mapping[str, Any], queue: str, colonies: frozenset[str] | None) -> GpuRequest:
     """The core's view of a GPR (spec already validated); with `fillAndSpill` its listed colonies
     are its colony order."""
@@ -102,6 +141,7 @@ def gpu_request(gpr: Mapping[str, Any], queue: str, colonies: frozenset[str] | N
     )
 
 
+@_reads("GPUProvisioningRequest")
 def running_request(gpr: Mapping[str, Any], queue: str) -> RunningRequest | None:
     """The core's view of an admitted GPR (None when its allocation is not recorded)."""
     status = gpr.get("status") or {}
@@ -116,6 +156,7 @@ def running_request(gpr: Mapping[str, Any], queue: str) -> RunningRequest | None
     return RunningRequest(gpu_request(gpr, queue, None), placement, started)
 
 
+@_reads("GPUQueue")
 def queue_quota(queue: Mapping[str, Any]) -> QueueQuota:
     """The core's view of a GPUQueue."""
     spec = queue["spec"]
