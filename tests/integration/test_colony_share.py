@@ -261,6 +261,27 @@ def _ddpjob_status(management: LocalCluster, namespace: str, name: str) -> dict[
     return status
 
 
+def _wait_until_shared(
+    management: LocalCluster, shared_cluster: LocalCluster, tenant: str, colony_namespace: str
+) -> None:
+    """Wait until the scheduler sees the share: a probe request of `tenant` (no auto-provisioning)
+    is placed on the shared colony, then released. A DDPJob's own request auto-provisions, so it
+    must not arrive before the share is in effect."""
+    probe = {
+        "apiVersion": "infra.exalsius.ai/v1",
+        "kind": "GPUProvisioningRequest",
+        "metadata": {"name": "share-probe"},
+        "spec": {"gpuShape": "H100", "numberOfGPUNodes": 1, "numberOfGPUs": 1},
+    }
+    _apply(management, tenant, probe)
+    placed = eventually(
+        lambda: (s := _gpr_status(management, tenant, "share-probe")).get("phase") == "Ready" and s, 30
+    )
+    assert placed["colony"] == f"{colony_namespace}/pool"
+    management.kubectl("delete", "gpr", "share-probe", "-n", tenant, "--wait=true", "--timeout=30s")
+    eventually(lambda: not _reserved(shared_cluster, f"{tenant}/share-probe"), 30)
+
+
 def test_a_gpu_types_job_admitted_on_a_shared_colony_runs_there_and_is_cleaned_up_there(
     management: LocalCluster,
     shared_cluster: LocalCluster,
@@ -297,6 +318,7 @@ def test_a_gpu_types_job_admitted_on_a_shared_colony_runs_there_and_is_cleaned_u
     }
     _apply(management, victim, own)
     management.apply([_share(share, namespace, namespaces=[victim])])
+    _wait_until_shared(management, shared_cluster, victim, namespace)
     job = {
         "apiVersion": "training.exalsius.ai/v1",
         "kind": "DDPJob",

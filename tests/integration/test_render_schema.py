@@ -16,7 +16,7 @@ import yaml
 from colony.api.colony import ColonySpec
 from colony.devenv.cluster import KubectlError, LocalCluster
 from colony.render import ColonyRef, Manifest, RenderedColony, render_colony
-from tests.unit.test_render_golden import CASES, EXAMPLES
+from tests.unit.test_render_golden import ALLOWED_INSTANCE_PROFILES, CASES, EXAMPLES
 
 SEED_FILES = {"seed-aws": "colony-aws.yaml", "seed-docker-ray": "colony-docker-ray.yaml"}
 FIELD_MANAGER = "colony-operator"
@@ -44,7 +44,9 @@ def render_for(management: LocalCluster, namespace: str, case: str) -> RenderedC
     name, spec, ports = CASES[case]()
     if case in SEED_FILES:  # render what the API server stored, as the operator would
         spec = management.get_json("colony", name, "-n", namespace)["spec"]
-    return render_colony(ref, ColonySpec.model_validate(spec), ports)
+    return render_colony(
+        ref, ColonySpec.model_validate(spec), ports, aws_instance_profiles=ALLOWED_INSTANCE_PROFILES
+    )
 
 
 def dry_run_apply(management: LocalCluster, namespace: str, objects: list[Manifest]) -> list[dict[str, Any]]:
