@@ -2,7 +2,8 @@
 
 Replays each trace of ../shared/data/traces/canonical through the real scheduler core with
 simulated time, once per queue order (FIFO, strict priority, our default: priority + DRF fair
-sharing + backfill by declared durations, shortest: shortest GPU time first with aging), on a
+sharing + backfill by declared durations, shortest: highest response ratio first with aging, sjf:
+strict shortest GPU time first with aging), on a
 cluster sized so the trace queues. FIFO is the
 baseline of the same run: the ratio columns are FIFO's figure over the policy's (above 1 = better).
 
@@ -31,9 +32,9 @@ TRACE_DIRS = (
     Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "canonical",
     Path(__file__).resolve().parents[1] / "tests" / "data" / "traces",
 )
-POLICIES: tuple[QueueOrder, ...] = ("fifo", "priority", "default", "shortest")
+POLICIES: tuple[QueueOrder, ...] = ("fifo", "priority", "default", "shortest", "sjf")
 SHORTEST_AGING_S = 50 * 86400.0
-"""Aging of the "shortest" rows (docs/gprs-and-queues.md: its maximum wait is bounded by it); the
+"""Aging of the "shortest" and "sjf" rows (docs/gprs-and-queues.md: its maximum wait is bounded by it); the
 other orders use the default aging (6 h)."""
 TILED = "philly-10k"
 """philly-5vc.csv tiled to 10,000 jobs (colony.simulate.trace.tile): the 10k-job replay."""
@@ -147,7 +148,7 @@ def run(size: str) -> list[Table]:
         seconds: dict[str, float] = {}
         for policy in POLICIES:
             started = time.process_time()
-            aging = SHORTEST_AGING_S if policy == "shortest" else DEFAULT_AGING_S
+            aging = SHORTEST_AGING_S if policy in ("shortest", "sjf") else DEFAULT_AGING_S
             results[policy] = compute_metrics(replay(jobs, cluster, policy, aging_s=aging))
             seconds[policy] = time.process_time() - started
         started = time.process_time()
@@ -162,7 +163,9 @@ def run(size: str) -> list[Table]:
         "Simulated time through the real scheduler core; durations are the traces' run times, used as "
         "declared durations. Baseline: FIFO in the same run; 'vs FIFO' = FIFO's figure / the policy's.",
         "default: aged (6 h) requests first, then fair sharing, EASY backfill; shortest: aged (50 d) "
-        "requests first, then the highest response ratio (waited + duration) / duration; 'replay s per "
+        "requests first, then the highest response ratio (waited + duration) / duration; sjf: aged (50 d) "
+        "requests first, then the least GPU time (gpus x duration), no backfill past the reserved head "
+        "of a priority; 'replay s per "
         "1k jobs': CPU seconds of replay per 1,000 trace jobs (process time: the machine is shared); "
         "baseline: a plain sort-and-schedule FIFO on a "
         "GPU pool (no nodes, quotas or scheduler core) over the same jobs.",

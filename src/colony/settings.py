@@ -14,7 +14,7 @@ from colony.api.colony import CAPA_NODES_INSTANCE_PROFILE
 from colony.scheduling.queueing.model import DEFAULT_AGING_S, PlacementStrategy, QueueOrder
 
 PLACEMENT_POLICIES: tuple[str, ...] = get_args(PlacementStrategy)
-QUEUE_POLICIES: tuple[str, ...] = ("default", "shortest")
+QUEUE_POLICIES: tuple[str, ...] = ("default", "shortest", "sjf")
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no", "")
 
@@ -87,8 +87,9 @@ def placement_policy() -> PlacementStrategy:
 
 def queue_policy() -> QueueOrder:
     """COLONY_QUEUE_POLICY: the scheduler's queue order, `default` (FIFO within a queue) or
-    `shortest` (highest response ratio first, with aging); a GPUQueue's queueingStrategy
-    overrides it for its own requests."""
+    `shortest` (highest response ratio first, with aging) or `sjf` (strict shortest declared GPU
+    time first, with aging: no backfill within a priority); a GPUQueue's queueingStrategy
+    overrides it for its own requests (under `sjf`, one order across queues: it is not consulted)."""
     raw = os.environ.get("COLONY_QUEUE_POLICY", "default")
     if raw not in QUEUE_POLICIES:
         raise SettingsError(f"COLONY_QUEUE_POLICY={raw!r} is not one of {', '.join(QUEUE_POLICIES)}")

@@ -30,7 +30,7 @@ from colony.scheduling.queueing.timeline import Timeline
 
 NOW = 10_000.0
 TYPES = ("A100", "H100")
-ORDERS = ("fifo", "priority", "default", "shortest")
+ORDERS = ("fifo", "priority", "default", "shortest", "sjf")
 POLICIES = ("cheapest", "binpack", "spread", "ordered")
 OFFERS = (
     Offer("aws", "us-east-1", None, "a100.8x", "A100", 8, 96, 1152, 32.0, None),

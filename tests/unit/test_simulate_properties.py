@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from colony.scheduling.queueing.core import schedule
-from colony.scheduling.queueing.model import Decisions, GpuRequest, QueueOrder, RunningRequest, Snapshot
+from colony.scheduling.queueing.model import (
+    RESERVATION_ORDERS,
+    Decisions,
+    GpuRequest,
+    QueueOrder,
+    RunningRequest,
+    Snapshot,
+)
 from colony.simulate import SimCluster, TraceJob, replay
 from colony.simulate.cluster import tenant_queues, to_request
 from colony.simulate.replay import ReplayResult
@@ -110,7 +117,7 @@ def operator_loop(
     """(time, key) of every admission of a plain loop that works like the operator: a full pass
     (estimates on) at every submission and completion, until a pass preempts nothing."""
     requests = {j.job_id: to_request(j, cluster, policy) for j in jobs}
-    fair = policy in ("default", "shortest")
+    fair = policy in RESERVATION_ORDERS
     base = Snapshot(
         now_s=0.0,
         pending=(),

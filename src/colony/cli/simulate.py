@@ -39,6 +39,7 @@ class Policy(StrEnum):
     priority = "priority"
     default = "default"
     shortest = "shortest"
+    sjf = "sjf"
 
 
 _ORDERS: dict[Policy, QueueOrder] = {
@@ -46,6 +47,7 @@ _ORDERS: dict[Policy, QueueOrder] = {
     Policy.priority: "priority",
     Policy.default: "default",
     Policy.shortest: "shortest",
+    Policy.sjf: "sjf",
 }
 DEFAULT_POLICIES = (Policy.fifo, Policy.default, Policy.shortest)
 
@@ -177,7 +179,7 @@ def simulate(
         typer.Option(
             "--policy",
             metavar="POLICY",
-            help="Queue order to replay: fifo, priority, default or shortest "
+            help="Queue order to replay: fifo, priority, default, shortest or sjf "
             "(repeatable; default: fifo, default and shortest).",
         ),
     ] = None,
@@ -185,7 +187,7 @@ def simulate(
         str,
         typer.Option(
             metavar="DURATION",
-            help="Aging of default and shortest: a request waiting this long (300, 90m, 6h, 2d) "
+            help="Aging of default, shortest and sjf: a request waiting this long (300, 90m, 6h, 2d) "
             "goes before younger ones.",
         ),
     ] = "6h",
@@ -287,8 +289,12 @@ def _print_tables(
     ]
     if any(m.unfinished for _, m, _ in results):
         notes.append("N+M?: N completed, M never started (the policy would not start them).")
-    if any(r.policy in ("default", "shortest") for r, _, _ in results):
-        notes.append(f"aging {human_seconds(aging_s)} (default, shortest); shortest: highest response ratio.")
+    aged = [p for p in ("default", "shortest", "sjf") if any(r.policy == p for r, _, _ in results)]
+    if aged:
+        policies = ", ".join(aged) if "sjf" in aged else "default, shortest"
+        notes.append(f"aging {human_seconds(aging_s)} ({policies}); shortest: highest response ratio.")
+    if any(r.policy == "sjf" for r, _, _ in results):
+        notes.append("sjf: strict shortest GPU time first (no backfill within a priority).")
     for note in notes:
         console.print(note, highlight=False)
     dropped = _dropped_line(jobs, cluster)

@@ -9,7 +9,7 @@ Cluster: `gpus` GPUs on full nodes of `gpus_per_node` (plus one smaller node wit
 of one colony "sim" and one GPU type: the trace's, if all its jobs that name one name the same, else
 "generic". Requests accept any GPU type: on a homogeneous cluster the type constrains nothing.
 
-Queues: for the "default" and "shortest" orders, one QueueQuota per tenant, all in one cohort, with
+Queues: for the "default", "shortest" and "sjf" orders, one QueueQuota per tenant, all in one cohort, with
 nominal quota an equal share of the cluster (the first tenants, by name, get one GPU more when it
 does not divide), so idle tenants' quota is lent to busy ones and reclaimed when they need it. No
 queues (no quota) for "fifo" and "priority".
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from colony.scheduling.queueing.model import (
     ANY_GPU_TYPE,
+    RESERVATION_ORDERS,
     ColonyInfo,
     GpuNode,
     GpuRequest,
@@ -95,11 +96,12 @@ def tenant_queues(tenants: Iterable[str], cluster_gpus: int) -> tuple[QueueQuota
 
 
 def to_request(job: TraceJob, cluster: SimCluster, order: QueueOrder) -> GpuRequest:
-    """The gang request of a trace job; charged to its tenant's queue under "default" and "shortest"."""
+    """The gang request of a trace job; charged to its tenant's queue under the reservation orders
+    ("default", "shortest", "sjf")."""
     nodes, per_node = cluster.gang(job.gpus)
     return GpuRequest(
         key=job.job_id,
-        queue=job.tenant if order in ("default", "shortest") else "",
+        queue=job.tenant if order in RESERVATION_ORDERS else "",
         priority=job.priority,
         submitted_s=job.submit_time_s,
         gpu_types=(),

@@ -25,6 +25,7 @@ from operator import attrgetter
 
 from colony.scheduling.queueing.model import (
     DEFAULT_AGING_S,
+    RESERVATION_ORDERS,
     Decisions,
     GpuRequest,
     Placement,
@@ -228,14 +229,14 @@ def replay(
 ) -> ReplayResult:
     """Replay `jobs` on `cluster` under queue order `policy`; `scheduler` defaults to the core's.
 
-    `aging_s` is the snapshots' aging (the "shortest" order); `progress`, if given, is called with
-    the simulated time after each event; `queues=False` replays "default" and "shortest" without
+    `aging_s` is the snapshots' aging ("default", "shortest" and "sjf"); `progress`, if given, is called with
+    the simulated time after each event; `queues=False` replays "default", "shortest" and "sjf" without
     tenant queues (no quota: one queue of all jobs)."""
     if scheduler is None:
         from colony.scheduling.queueing.core import schedule
 
         scheduler = schedule
-    fair = policy in ("default", "shortest")
+    fair = policy in RESERVATION_ORDERS
     quota = fair and queues
     ordered = sorted(jobs, key=lambda job: job.submit_time_s)
     dropped = tuple(job for job in ordered if not cluster.fits(job.gpus))

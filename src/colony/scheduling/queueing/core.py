@@ -21,6 +21,11 @@ measured 64-minute waits). The rules:
    quotas still apply); a QueueQuota.strategy ("fifo" or "shortest") sets the within-queue order of
    its queue under "default" and "shortest" (ordering.serve_order; with a "fifo" queue under
    "shortest", queues interleave by fair share as under "default"). Rules 5 and 6 apply to both.
+   "sjf" (sjf.py): aged requests first, oldest first, then the least declared GPU time
+   (gpus x duration_s, unknown last), one order across queues (strategies not consulted); rules 5
+   and 6 apply, except that nothing is backfilled within a priority: on a GPU type where a request of
+   its priority holds the head reservation, nothing ranked below it at that priority starts (lower
+   priorities backfill around a higher priority's head as under "default").
 3. Quota: a request fits its queue if, for each of its keys, usage + gpus <= nominal, or beyond
    nominal when the cohort's unused nominal (net of what other queues already borrow) covers it and
    the excess stays within borrowing_limit (missing: unlimited). Never beyond these limits: a queue
@@ -88,6 +93,7 @@ from operator import attrgetter, is_not
 
 from colony.scheduling.queueing.capacity import CapacityIndex
 from colony.scheduling.queueing.model import (
+    RESERVATION_ORDERS,
     Admit,
     Decisions,
     Estimate,
@@ -167,9 +173,10 @@ class _Pass:
                 if t is not None:
                     releases[t].append((end, run.request.key, a.gpus))
         self.timelines = {t: Timeline(self.now, self.cap.total_free[t], releases[t]) for t in self.cap.types}
-        self.urgent: Urgency | None = (
-            urgency(snapshot.aging_s) if self.order in ("default", "shortest") else None
-        )
+        self.urgent: Urgency | None = urgency(snapshot.aging_s) if self.order in RESERVATION_ORDERS else None
+        self.strict = self.order == "sjf"
+        """No backfill within a priority: nothing starts on a GPU type where the head of its priority
+        holds its reservation (sjf.py)."""
         self.level: int | None = None
         """Priority of the requests served last ("default" order)."""
         self.reserved: set[str] = set()
@@ -208,7 +215,7 @@ class _Pass:
     # -- the pass ---------------------------------------------------------------------------------
 
     def run(self) -> Decisions:
-        if self.order in ("default", "shortest"):
+        if self.order in RESERVATION_ORDERS:
             # without estimates, stop once no node has room for the smallest gang member left to
             # serve, if nothing can preempt or provision: every later request would only wait
             stop = (
@@ -226,9 +233,10 @@ class _Pass:
             level: int | None = None
             # "shortest": one order across queues (serve_order: aged, then the least GPU time);
             # "default" (or a FIFO queue among them): fair sharing between queues
+            # "sjf": one order across queues (aged, then the least GPU time), strict behind heads
             served = (
                 iter(self.ranked)
-                if self.order == "shortest" and "fifo" not in self.strategies.values()
+                if self.strict or (self.order == "shortest" and "fifo" not in self.strategies.values())
                 else fair_order(
                     self.ranked,
                     self.book,
@@ -254,6 +262,8 @@ class _Pass:
                     closed = None
                     if all(t in self.reserved or timelines[t].frozen_by is not None for t in self.cap.types):
                         closed = [timelines[t] for t in self.cap.types if timelines[t].frozen_by is None]
+                if closed is not None and self.strict:
+                    continue  # every type holds this priority's head reservation: "sjf" passes none
                 if closed is not None:
                     end = None if r.duration_s is None else self.now + r.duration_s
                     gpus = r.nodes * r.gpus_per_node
@@ -504,7 +514,10 @@ class _Pass:
                 if self.cap.fits_somewhere(t, r.nodes, r.gpus_per_node):
                     held_back = held_back or self._behind_unknown(timeline.frozen_by)
                 continue
-            blocker = timeline.blocker(r.gpus, end)
+            # "sjf": behind the head of its own priority, nothing starts (strict); behind a
+            # higher priority's head, EASY backfill as under "default"
+            strict = self.strict and t in self.reserved
+            blocker = timeline.keys[0] if strict else timeline.blocker(r.gpus, end)
             if blocker is not None:
                 if self.cap.fits_somewhere(t, r.nodes, r.gpus_per_node):
                     held_back = held_back or f"waiting: starting now would delay higher-ranked {blocker}"

@@ -17,7 +17,7 @@ binpack: the nodes with the least free GPUs that still fit (keeps big holes for 
 spread: the nodes with the most free GPUs;
 ordered: fill-and-spill, colonies in their `order`, the first one with room."""
 
-QueueOrder = Literal["fifo", "priority", "default", "shortest"]
+QueueOrder = Literal["fifo", "priority", "default", "shortest", "sjf"]
 """fifo: submission order only, the head blocks everything behind it (no backfill, no preemption);
 priority: strict priority then FIFO, the head blocks (no backfill, no preemption);
 default: strict priority; at equal priority the requests waiting `Snapshot.aging_s` or longer first
@@ -25,7 +25,12 @@ default: strict priority; at equal priority the requests waiting `Snapshot.aging
 declared durations (the first capacity-blocked request of each priority holds a reservation nothing
 may delay); preemption of evictable lower-priority requests and reclaim of lent quota;
 shortest: as default, but after the aged requests the highest response ratio (waited + declared
-duration) / declared duration first, across queues (see ordering.serve_order)."""
+duration) / declared duration first, across queues (see ordering.serve_order);
+sjf: strict shortest declared GPU time first: as shortest, but by GPU time (gpus x duration) after
+the aged requests, and nothing of its priority starts behind a head's reservation (no backfill within
+a priority; see sjf.py)."""
+RESERVATION_ORDERS: tuple[QueueOrder, ...] = ("default", "shortest", "sjf")
+"""The orders with head reservations, quotas, preemption and aging (the others block at the head)."""
 
 QueueStrategy = Literal["", "fifo", "shortest"]
 """Order within one queue (QueueQuota.strategy) under the "default" and "shortest" orders:
