@@ -4,6 +4,7 @@ backfill past a reserved head, the aging bound on replays, and the operator's an
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,7 @@ def test_nothing_starts_behind_a_reserved_head_even_what_easy_backfill_lets_thro
     )
     easy = schedule(snapshot)
     assert [a.key for a in easy.admitted] == ["thin"]
-    strict = schedule(Snapshot(**{**snapshot.__dict__, "order": "sjf"}))
+    strict = schedule(replace(snapshot, order="sjf"))
     assert strict.admitted == ()
     assert strict.reserved == ("head",)
     assert strict.estimates["head"].start_s == 100.0
