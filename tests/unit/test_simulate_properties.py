@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,8 +20,10 @@ SETTINGS = settings(max_examples=120, deadline=None)
 
 
 @st.composite
-def traces(draw: st.DrawFn, gpus: int, tenants: tuple[str, ...] = ("a",)) -> tuple[TraceJob, ...]:
-    """Up to 12 non-evictable jobs of 1..`gpus` GPUs, priority 0, arriving within 600 s."""
+def traces(
+    draw: st.DrawFn, gpus: int, tenants: tuple[str, ...] = ("a",), priorities: tuple[int, ...] = (0,)
+) -> tuple[TraceJob, ...]:
+    """Up to 12 non-evictable jobs of 1..`gpus` GPUs, of one of `priorities`, arriving within 600 s."""
     return tuple(
         TraceJob(
             job_id=f"j{i}",
@@ -28,6 +32,7 @@ def traces(draw: st.DrawFn, gpus: int, tenants: tuple[str, ...] = ("a",)) -> tup
             gpus=draw(st.integers(1, gpus)),
             gpu_type="",
             duration_s=float(draw(st.sampled_from([10, 60, 300, 1200]))),
+            priority=draw(st.sampled_from(priorities)),
         )
         for i in range(draw(st.integers(1, 12)))
     )
@@ -77,12 +82,15 @@ def test_a_reserved_head_request_is_never_delayed_by_backfill(
         assert started[key] <= promised, (key, started[key], promised)
 
 
-def aging_bound(jobs: tuple[TraceJob, ...], job: TraceJob, aging_s: float) -> float:
-    """The documented bound on the wait of `job` under "shortest" (docs/gprs-and-queues.md): the aging
-    time, plus the longest duration (what runs when it ages ends by then), plus the durations of the
-    jobs submitted no later than it (the only ones served before it once it is aged)."""
+def aging_bound(jobs: Sequence[TraceJob], job: TraceJob, aging_s: float) -> float:
+    """The documented bound on the wait of `job` under "default" and "shortest"
+    (docs/gprs-and-queues.md): the aging time, once per priority level above its own (at least once:
+    one level up per aging period, then aged at the highest), plus the longest duration (what runs
+    when it is there ends by then), plus the durations of the jobs submitted no later than it (the
+    only ones served before it from then on, whatever their priority)."""
+    above = len({j.priority for j in jobs if j.priority > job.priority})
     earlier = math.fsum(j.duration_s for j in jobs if j.submit_time_s <= job.submit_time_s and j is not job)
-    return aging_s + max(j.duration_s for j in jobs) + earlier
+    return max(above, 1) * aging_s + max(j.duration_s for j in jobs) + earlier
 
 
 @SETTINGS
@@ -102,6 +110,47 @@ def test_with_aging_every_request_starts_within_the_documented_bound(
     assert len(result.completed) == len(jobs)
     for outcome in result.completed:
         assert outcome.wait_s <= aging_bound(jobs, outcome.job, aging_s), outcome
+
+
+@SETTINGS
+@given(
+    traces(gpus=8, tenants=("a", "b"), priorities=(0, 1, 5)),
+    st.sampled_from([0.0, 100.0, 600.0]),
+    st.sampled_from(["default", "shortest"]),
+    st.booleans(),
+)
+def test_with_aging_across_priorities_every_request_starts_within_the_documented_bound(
+    jobs: tuple[TraceJob, ...], aging_s: float, policy: QueueOrder, queues: bool
+) -> None:
+    """With several priorities, a request rises one level per aging period (the effective priority):
+    higher-priority arrivals cannot postpone it past the bound either."""
+    cluster = SimCluster(gpus=8, gpus_per_node=1)
+    result = replay(jobs, cluster, policy, aging_s=aging_s, queues=queues)
+    assert len(result.completed) == len(jobs)
+    for outcome in result.completed:
+        assert outcome.wait_s <= aging_bound(jobs, outcome.job, aging_s), outcome
+
+
+@pytest.mark.parametrize("policy", ["default", "shortest"])
+def test_a_steady_stream_of_higher_priority_requests_does_not_starve_a_low_priority_one(
+    policy: QueueOrder,
+) -> None:
+    """On one GPU, high-priority jobs (priority 2 and 1) of 100 s arrive every 100 s for 10,000 s, and
+    a low one (priority 0) at t=50: with aging 1,000 s it climbs to priority 1 after 1,000 s, to 2
+    after 2,000 s, and then goes before every younger job; without aging across priorities it would
+    wait for the whole stream (strict priority does)."""
+    stream = [
+        TraceJob(f"h{i:03}", "a", 100.0 * i, 1, "", 100.0, priority=2 if i % 2 else 1) for i in range(100)
+    ]
+    low = TraceJob("low", "a", 50.0, 1, "", 100.0, priority=0)
+    jobs = (*stream, low)
+    cluster = SimCluster(gpus=1, gpus_per_node=1)
+    result = replay(jobs, cluster, policy, aging_s=1000.0)
+    waits = {o.job.job_id: o.wait_s for o in result.completed}
+    assert len(waits) == len(jobs)
+    assert waits["low"] <= aging_bound(jobs, low, 1000.0) == 2 * 1000.0 + 100.0 + 100.0
+    strict = {o.job.job_id: o.wait_s for o in replay(jobs, cluster, "priority").completed}
+    assert strict["low"] >= 9_900.0
 
 
 def operator_loop(

@@ -44,7 +44,8 @@ class OperatorSettings:
     queue_policy: QueueOrder = "default"
     """COLONY_QUEUE_POLICY: the scheduler's queue order."""
     queue_aging_s: float = DEFAULT_AGING_S
-    """COLONY_QUEUE_AGING_SECONDS: after this long waiting, a request goes first at its priority."""
+    """COLONY_QUEUE_AGING_SECONDS: per period waited, a request rises one priority level, and once
+    aged it goes first at its (effective) priority."""
     placement_interval_s: float = 1.0
     """COLONY_PLACEMENT_INTERVAL_SECONDS: the time between two placement passes."""
     placement_kinds: frozenset[str] | None = None
