@@ -131,6 +131,43 @@ def test_with_aging_across_priorities_every_request_starts_within_the_documented
         assert outcome.wait_s <= aging_bound(jobs, outcome.job, aging_s), outcome
 
 
+@SETTINGS
+@given(
+    traces(gpus=8, tenants=("a", "b"), priorities=(0, 1, 5)),
+    st.lists(st.booleans(), min_size=12, max_size=12),
+    st.sampled_from([0.0, 100.0, 600.0]),
+    st.sampled_from(["default", "shortest"]),
+)
+def test_with_aging_and_evictable_requests_every_request_completes_without_eviction_loops(
+    jobs: tuple[TraceJob, ...], evictable: list[bool], aging_s: float, policy: QueueOrder
+) -> None:
+    """Evictable requests of several priorities in two tenant queues of one cohort (priority
+    preemption and reclaim): an aged request back in the queue after an eviction would go before its
+    preemptor, so aged requests are not evicted by those they have aged up to; no pass sequence
+    loops (the replay raises after 10,000 passes at one time) and every job completes."""
+    jobs = tuple(replace(j, evictable=e) for j, e in zip(jobs, evictable, strict=False))
+    cluster = SimCluster(gpus=8, gpus_per_node=2)
+    result = replay(jobs, cluster, policy, aging_s=aging_s)
+    assert len(result.completed) == len(jobs)
+
+
+def test_aged_evictable_requests_are_not_evicted_back_and_forth() -> None:
+    """Two GPUs, tenants a and b with one GPU of nominal quota each in one cohort: b's evictable
+    priority-0 jobs v1 and v2 run from t=0 (v2 borrows a's GPU); a priority-1 job of a arrives at
+    t=500, when both have aged (aging 100 s) to priority 1. Evicting either would be futile: back in
+    the queue it would go before the preemptor (aged, the same effective priority) and take its GPU
+    again, losing its work (on alibaba-openb the preemptor then evicted the other, back and forth,
+    until the replay gave up). So neither is evicted, and p starts when v1 ends."""
+    jobs = (
+        TraceJob("v1", "b", 0.0, 1, "", 10_000.0, priority=0, evictable=True),
+        TraceJob("v2", "b", 1.0, 1, "", 10_000.0, priority=0, evictable=True),
+        TraceJob("p", "a", 500.0, 1, "", 100.0, priority=1),
+    )
+    result = replay(jobs, SimCluster(gpus=2, gpus_per_node=1), "default", aging_s=100.0)
+    assert result.preemptions == 0
+    assert {o.job.job_id: o.start_s for o in result.completed} == {"v1": 0.0, "v2": 1.0, "p": 10_000.0}
+
+
 @pytest.mark.parametrize("policy", ["default", "shortest"])
 def test_a_steady_stream_of_higher_priority_requests_does_not_starve_a_low_priority_one(
     policy: QueueOrder,
