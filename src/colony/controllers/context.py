@@ -98,6 +98,9 @@ class OperatorContext:
     """Colony cluster clients of running DDPJobs, kept a few seconds, and their GPU counts."""
     scheduler: SchedulerState = field(default_factory=SchedulerState)
     """What the GPR scheduling loop keeps between passes (colony.controllers.gpr)."""
+    reservation_cleanup_tries: dict[str, int] = field(default_factory=dict)
+    """Failed tries, by colony uid, of taking a deleted colony's reservation labels off its
+    existing clusters (colony.controllers.colony_reservations)."""
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """The background loops, by name (started with `start`, cancelled by `close`)."""
 
