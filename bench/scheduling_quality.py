@@ -162,10 +162,10 @@ def run(size: str) -> list[Table]:
     notes = [
         "Simulated time through the real scheduler core; durations are the traces' run times, used as "
         "declared durations. Baseline: FIFO in the same run; 'vs FIFO' = FIFO's figure / the policy's.",
-        "default: aged (6 h) requests first, then fair sharing, EASY backfill; shortest: aged (50 d) "
-        "requests first, then the highest response ratio (waited + duration) / duration; sjf: aged (50 d) "
-        "requests first, then the least GPU time (gpus x duration), no backfill past the reserved head "
-        "of a priority; 'replay s per "
+        "default: a waiting request rises one priority level per 6 h (aging), aged requests first, "
+        "then fair sharing, EASY backfill; shortest: the same with 50 d aging, then the highest "
+        "response ratio (waited + duration) / duration; sjf: the same with 50 d aging, then the least "
+        "GPU time (gpus x duration), no backfill past the reserved head of a priority; 'replay s per "
         "1k jobs': CPU seconds of replay per 1,000 trace jobs (process time: the machine is shared); "
         "baseline: a plain sort-and-schedule FIFO on a "
         "GPU pool (no nodes, quotas or scheduler core) over the same jobs.",

@@ -97,8 +97,9 @@ def queue_policy() -> QueueOrder:
 
 
 def queue_aging_seconds() -> float:
-    """COLONY_QUEUE_AGING_SECONDS: after this long waiting, a request goes before the younger ones of
-    its priority, oldest first, in every queue (default 21600, 6 h)."""
+    """COLONY_QUEUE_AGING_SECONDS: per period waited, a request's effective priority rises one level
+    (to the next priority in use), and after this long waiting it goes before the younger ones of its
+    effective priority, oldest first, in every queue (default 21600, 6 h)."""
     return positive_seconds("COLONY_QUEUE_AGING_SECONDS", DEFAULT_AGING_S)
 
 

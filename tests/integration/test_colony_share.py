@@ -254,3 +254,168 @@ def test_a_tenant_cannot_create_a_colony_share_and_the_chart_grants_no_one_but_t
             ):
                 granted.setdefault(doc["metadata"]["name"], set()).update(rule.get("verbs", []))
     assert list(granted.values()) == [{"list"}], granted  # the operator's ClusterRole, nothing else
+
+
+def _ddpjob_status(management: LocalCluster, namespace: str, name: str) -> dict[str, Any]:
+    status: dict[str, Any] = management.get_json("ddpjob", name, "-n", namespace).get("status") or {}
+    return status
+
+
+def _wait_until_shared(
+    management: LocalCluster, shared_cluster: LocalCluster, tenant: str, colony_namespace: str
+) -> None:
+    """Wait until the scheduler sees the share: a probe request of `tenant` (no auto-provisioning)
+    is placed on the shared colony, then released. A DDPJob's own request auto-provisions, so it
+    must not arrive before the share is in effect."""
+    probe = {
+        "apiVersion": "infra.exalsius.ai/v1",
+        "kind": "GPUProvisioningRequest",
+        "metadata": {"name": "share-probe"},
+        "spec": {"gpuShape": "H100", "numberOfGPUNodes": 1, "numberOfGPUs": 1},
+    }
+    _apply(management, tenant, probe)
+    try:
+        eventually(lambda: _gpr_status(management, tenant, "share-probe").get("phase") == "Ready", 30)
+    except AssertionError as error:  # say why: the request's reason, and the labels on the node
+        labels = [n["metadata"].get("labels") for n in shared_cluster.get_json("nodes")["items"]]
+        status = _gpr_status(management, tenant, "share-probe")
+        raise AssertionError(f"{error}; request: {status}; node labels: {labels}") from None
+    placed = eventually(
+        lambda: (s := _gpr_status(management, tenant, "share-probe")).get("phase") == "Ready" and s, 30
+    )
+    assert placed["colony"] == f"{colony_namespace}/pool"
+    management.kubectl("delete", "gpr", "share-probe", "-n", tenant, "--wait=true", "--timeout=30s")
+    eventually(lambda: not _reserved(shared_cluster, f"{tenant}/share-probe"), 30)
+
+
+def test_a_gpu_types_job_admitted_on_a_shared_colony_runs_there_and_is_cleaned_up_there(
+    management: LocalCluster,
+    shared_cluster: LocalCluster,
+    namespace: str,
+    victim: str,
+    operator_process: ManagedProcess,
+    cleanup: list[tuple[str, ...]],
+) -> None:
+    """Issue 17, "Shared colonies": a DDPJob with gpuTypes in the tenant namespace `victim`, whose GPU
+    request the scheduler admits onto colony `pool` of `namespace` (shared by the admin), is launched
+    on that colony's cluster and records its namespace; it never goes to the tenant's own colony of
+    the same name (here broken: a job looking it up instead would fail there). Deleting the job
+    removes its pods from the shared colony."""
+    share = f"share-{namespace}"
+    cleanup += [
+        ("ddpjob", "--all", "-n", victim),
+        ("gpr", "--all", "-n", victim),
+        ("colonyshare", share),
+        ("colony", "pool", "-n", namespace),
+        ("colony", "pool", "-n", victim),
+    ]
+    _self_labelled_colony(management, shared_cluster, namespace)
+    _kubeconfig_secret(management, victim, "pool-kubeconfig", "this: is: not a kubeconfig")
+    own = {
+        "apiVersion": "infra.exalsius.ai/v1",
+        "kind": "Colony",
+        "metadata": {"name": "pool"},
+        "spec": {
+            "k8sVersion": "v1.36.3",
+            "colonyClusters": [
+                {"clusterName": "onprem", "existing": {"kubeconfigSecretRef": {"name": "pool-kubeconfig"}}}
+            ],
+        },
+    }
+    _apply(management, victim, own)
+    management.apply([_share(share, namespace, namespaces=[victim])])
+    _wait_until_shared(management, shared_cluster, victim, namespace)
+    job = {
+        "apiVersion": "training.exalsius.ai/v1",
+        "kind": "DDPJob",
+        "metadata": {"name": "train"},
+        "spec": {
+            "gpuTypes": ["H100"],
+            "parallelism": 1,
+            "nprocPerNode": 2,
+            "gangScheduler": "default",
+            "image": "busybox",
+            "scriptPath": "/app/train.py",
+        },
+    }
+    _apply(management, victim, job)
+
+    placed = eventually(
+        lambda: (
+            (s := _ddpjob_status(management, victim, "train")).get("phase") in ("Scheduling", "Running") and s
+        ),
+        60,
+    )
+    assert (placed["colony"], placed["colonyNamespace"], placed["cluster"]) == ("pool", namespace, "onprem")
+    assert placed["gpuRequest"] == "train-gpus"
+    assert _gpr_status(management, victim, "train-gpus")["colony"] == f"{namespace}/pool"
+    assert _reserved(shared_cluster, f"{victim}/train-gpus")
+
+    selector = "training.exalsius.ai/job-name=train"
+
+    def pods() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = shared_cluster.get_json("pods", "-n", victim, "-l", selector)["items"]
+        return found
+
+    (pod,) = eventually(pods, 30)
+    assert pod["spec"]["nodeSelector"][placed["reservationLabel"]] == "2"
+    eventually(lambda: _ddpjob_status(management, victim, "train").get("phase") == "Running", 60)
+    assert eventually(lambda: all(p["spec"].get("nodeName") for p in pods()) and pods(), 30)
+
+    management.kubectl("delete", "ddpjob", "train", "-n", victim, "--wait=true", "--timeout=60s")
+    eventually(lambda: not pods(), 30)
+    events = management.kubectl("get", "events", "-n", victim, "-o", "json").stdout
+    assert "CleanupAbandoned" not in events
+
+
+def test_a_ledger_entry_comes_off_even_when_no_request_wants_the_colony(
+    management: LocalCluster,
+    shared_cluster: LocalCluster,
+    namespace: str,
+    operator_process: ManagedProcess,
+    cleanup: list[tuple[str, ...]],
+) -> None:
+    """A label whose removal failed is recorded in the colony's ledger; the scheduler reads that
+    colony (no request needs to want it) and takes the label off, then clears the entry."""
+    cleanup += [("colony", "pool", "-n", namespace)]
+    _self_labelled_colony(management, shared_cluster, namespace)
+    label = reservation_label(f"{namespace}/gone-request")
+    shared_cluster.kubectl("label", "node", "h100-0", f"{label}=4")
+    ledger = "stale." + label
+    management.kubectl("annotate", "colony", "pool", "-n", namespace, f"{ledger}=onprem/h100-0")
+
+    def node_labels() -> dict[str, str]:
+        found: dict[str, str] = shared_cluster.get_json("node", "h100-0")["metadata"]["labels"]
+        return found
+
+    eventually(lambda: label not in node_labels(), 30)
+    annotations = lambda: management.get_json("colony", "pool", "-n", namespace)["metadata"]["annotations"]  # noqa: E731
+    eventually(lambda: ledger not in annotations(), 30)
+
+
+def test_a_deleted_colony_takes_the_labels_of_its_requests_off_its_existing_cluster(
+    management: LocalCluster,
+    shared_cluster: LocalCluster,
+    namespace: str,
+    operator_process: ManagedProcess,
+    cleanup: list[tuple[str, ...]],
+) -> None:
+    """The cluster outlives its colony: deleting the colony takes the reservation labels of the
+    requests placed through it off the cluster's nodes (else a colony registered later on the same
+    cluster would count those GPUs as occupied forever)."""
+    cleanup += [("gpr", "--all", "-n", namespace), ("colony", "pool", "-n", namespace)]
+    _self_labelled_colony(management, shared_cluster, namespace)
+    request = {
+        "apiVersion": "infra.exalsius.ai/v1",
+        "kind": "GPUProvisioningRequest",
+        "metadata": {"name": "holder"},
+        "spec": {"gpuShape": "H100", "numberOfGPUNodes": 1, "numberOfGPUs": 2},
+    }
+    _apply(management, namespace, request)
+    eventually(lambda: _gpr_status(management, namespace, "holder").get("phase") == "Ready", 30)
+    assert _reserved(shared_cluster, f"{namespace}/holder")
+
+    management.kubectl("delete", "colony", "pool", "-n", namespace, "--wait=true", "--timeout=60s")
+    assert not _reserved(shared_cluster, f"{namespace}/holder")
+    events = management.kubectl("get", "events", "-n", namespace, "-o", "json").stdout
+    assert "CleanupAbandoned" not in events

@@ -11,8 +11,11 @@ from colony.scheduling.fault_rules import (
     COLONY_REACHABLE,
     IdleAction,
     LabelFix,
+    has_ledger,
     idle_action,
     label_fixes,
+    label_removals,
+    labels_of_colony,
     ledger_entry,
     orphaned_colonies,
     pinned_while_unreachable,
@@ -202,3 +205,51 @@ def test_ephemeral_colonies_whose_request_is_gone_are_orphans() -> None:
     assert orphaned_colonies(colonies, gprs) == ["team/gpr-uid-gone", "team/old-gone"]
     other_namespace = [_gpr("live", "Ready", namespace="elsewhere")]
     assert "team/old-style" in orphaned_colonies(colonies, other_namespace)
+
+
+def test_a_deleted_colony_takes_off_its_ledger_and_the_labels_of_every_request_placed_through_it() -> None:
+    gone = reservation_label("team/gone")
+    meta = {"annotations": dict([ledger_entry(gone, ["onprem/n1"]), ("other", "x")])}
+    gprs = [
+        _gpr("ready", "Ready", colony="team/pool"),
+        _gpr("released", "Released", colony="team/pool"),
+        _gpr("elsewhere", "Ready", colony="team/other"),
+        _gpr("waiting"),
+    ]
+    assert labels_of_colony("team/pool", meta, gprs) == {
+        gone,
+        reservation_label("team/ready"),
+        reservation_label("team/released"),
+    }
+    assert labels_of_colony("team/pool", {}, []) == frozenset()
+
+
+def test_label_removals_name_only_the_nodes_carrying_one_of_the_labels() -> None:
+    mine, theirs = reservation_label("team/a"), reservation_label("other/b")
+    nodes = [
+        {"metadata": {"name": "n2", "labels": {mine: "2", theirs: "1", "gpu": "H100"}}},
+        {"metadata": {"name": "n1", "labels": {mine: "8"}}},
+        {"metadata": {"name": "n3", "labels": {theirs: "1"}}},
+        {"metadata": {"name": "n4"}},
+    ]
+    assert label_removals(nodes, {mine}) == [("n1", {mine: None}), ("n2", {mine: None})]
+    assert label_removals(nodes, set()) == []
+
+
+def test_a_colony_has_a_ledger_only_with_a_stale_reservation_entry() -> None:
+    assert has_ledger({"annotations": dict([ledger_entry(reservation_label("t/x"), ["c/n"])])})
+    assert not has_ledger({"annotations": {"colony.exalsius.ai/shared": "true"}})
+    assert not has_ledger({})
+
+
+def test_a_colony_with_a_ledger_is_read_even_when_no_request_wants_it() -> None:
+    from colony.controllers.gpr.world import World, _colonies_in_play
+
+    def colony(name: str, **annotations: str) -> dict[str, Any]:
+        meta = {"name": name, "namespace": "team", "annotations": annotations}
+        return {"metadata": meta, "status": {"phase": "Ready"}}
+
+    key, value = ledger_entry(reservation_label("team/gone"), ["onprem/n1"])
+    colonies = {"team/quiet": colony("quiet"), "team/ledger": colony("ledger", **{key: value})}
+    world = World(0.0, [], [], colonies, colonies)
+    assert _colonies_in_play(world) == {"team/ledger"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from colony.scheduling.queueing.model import (
     RunningRequest,
     Snapshot,
 )
+from colony.scheduling.queueing.ordering import aged_priority
 
 NOW = 1000.0
 
@@ -313,6 +315,92 @@ def test_no_preemption_of_equal_or_higher_priority_without_reclaim() -> None:
     running = [run(req("same", 8, priority=5, evictable=True), "c", ["n0"])]
     d = schedule(snap([req("want", 8, priority=5)], running=running, gpu_nodes=nodes("c", 8)))
     assert d.preemptions == ()
+
+
+def test_an_aged_request_is_not_preempted_by_a_request_whose_priority_it_has_reached() -> None:
+    """Priorities 0, 1 and 2 in use (the levels are the priorities of the pass's requests), aging 100 s:
+    "aged" was submitted 150 s ago (effective priority 1: back in the queue it would go before a fresh
+    priority-1 request), "young" 50 s ago (0). A fresh priority-1 request may evict "young" but not
+    "aged", neither for priority nor to reclaim quota (evicting it would undo its aging); a priority-2
+    one, or a priority-1 one that has itself aged to 2, may evict both."""
+    running = [
+        run(
+            req("aged", 8, priority=0, evictable=True, submitted_s=NOW - 150, queue="b"),
+            "c",
+            ["n0"],
+            NOW - 10,
+        ),
+        run(
+            req("young", 8, priority=0, evictable=True, submitted_s=NOW - 50, queue="b"),
+            "c",
+            ["n1"],
+            NOW - 10,
+        ),
+        run(req("one", 8, priority=1, queue="b"), "c", ["n2"], NOW - 10),
+        run(req("two", 8, priority=2, queue="b"), "c", ["n3"], NOW - 10),
+    ]
+    gpu_nodes = nodes("c", 8, 8, 8, 8)
+
+    def preempted(
+        priority: int, gang: int, waited: float = 0.0, queues: Sequence[QueueQuota] = ()
+    ) -> list[str]:
+        queue = "a" if queues else ""
+        want = req("want", 8, nodes=gang, priority=priority, submitted_s=NOW - waited, queue=queue)
+        d = schedule(
+            replace(snap([want], running=running, gpu_nodes=gpu_nodes, queues=queues), aging_s=100.0)
+        )
+        return sorted(p.victim for p in d.preemptions)
+
+    assert preempted(1, 1) == ["young"]
+    assert preempted(1, 2) == []  # "aged" is out of its reach: the gang would not fit
+    assert preempted(2, 2) == ["aged", "young"]
+    assert preempted(1, 2, waited=100.0) == ["aged", "young"]  # aged to 2 itself
+    # reclaim: queue b borrows all of a's nominal (16 GPUs): "aged" is not taken back for "want"
+    cohort = [
+        QueueQuota("a", {"A100": 16}, cohort="x"),
+        QueueQuota("b", {"A100": 16}, cohort="x"),
+    ]
+    assert preempted(0, 2, queues=cohort) == []
+    assert preempted(0, 1, queues=cohort) == ["young"]
+    # without aging across levels (one aging period is a long time), both are fair game
+    d = schedule(
+        snap([req("want", 8, nodes=2, priority=1, submitted_s=NOW)], running=running, gpu_nodes=gpu_nodes)
+    )
+    assert sorted(p.victim for p in d.preemptions) == ["aged", "young"]
+
+
+def test_aging_raises_a_request_one_priority_level_per_aging_period() -> None:
+    """Priorities 0, 5 and 9 in use, aging 100 s, one GPU: a priority-0 request that waited 150 s
+    competes at 5 (aged: before a fresh 5, after a fresh 9); after 250 s, at 9 (before a fresh 9)."""
+    fresh5 = req("fresh5", priority=5, submitted_s=NOW)
+    fresh9 = req("fresh9", priority=9, submitted_s=NOW)
+
+    def first(waited: float, *others: GpuRequest) -> list[str]:
+        low = req("low", priority=0, submitted_s=NOW - waited)
+        d = schedule(replace(snap([low, *others], gpu_nodes=nodes("c", 1)), aging_s=100.0))
+        return admitted(d)
+
+    assert first(50.0, fresh5) == ["fresh5"]
+    assert first(150.0, fresh5) == ["low"]
+    assert first(150.0, fresh5, fresh9) == ["fresh9"]
+    assert first(250.0, fresh5, fresh9) == ["low"]
+    # strict priority and FIFO do not age
+    low = req("low", priority=0, submitted_s=NOW - 250.0)
+    assert admitted(
+        schedule(replace(snap([low, fresh9], gpu_nodes=nodes("c", 1), order="priority"), aging_s=100.0))
+    ) == ["fresh9"]
+
+
+@pytest.mark.parametrize(
+    ("priority", "waited", "expected"),
+    [(0, 99.0, 0), (0, 100.0, 5), (0, 250.0, 9), (0, 1e9, 9), (5, 100.0, 9), (9, 1e9, 9), (3, 100.0, 5)],
+)
+def test_aged_priority_climbs_the_ladder_of_priorities_in_use(
+    priority: int, waited: float, expected: int
+) -> None:
+    assert aged_priority(priority, waited, (0, 5, 9), 100.0) == expected
+    assert aged_priority(priority, waited, (0, 5, 9), 0.0) == 9  # no aging time: at the top at once
+    assert aged_priority(priority, waited, (priority,), 100.0) == priority
 
 
 def test_a_preemptor_reserves_the_rest_of_its_placement_and_each_victim_is_taken_once() -> None:

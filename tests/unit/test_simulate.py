@@ -515,17 +515,39 @@ def figures(path: Path, gpus: int, limit: int | None, policy: QueueOrder) -> Met
     return m
 
 
+def shared_trace(name: str) -> Path:
+    """A trace of the shared collection (`shared/data/traces/canonical/` beside the checkout or one
+    of its parents; not copied into tests/data); skips the test where it is absent."""
+    for parent in Path(__file__).resolve().parents:
+        path = parent / "shared" / "data" / "traces" / "canonical" / name
+        if path.is_file():
+            return path
+    pytest.skip(f"{name}: no shared/data/traces/canonical/ beside the checkout")
+
+
 @pytest.mark.parametrize(
     ("trace", "gpus", "limit"),
-    [("tiresias-60.csv", 8, None), ("tiresias-60.csv", 16, None), ("philly-5vc.csv", 64, 1000)],
+    [
+        ("tiresias-60.csv", 8, None),
+        ("tiresias-60.csv", 16, None),
+        ("philly-5vc.csv", 64, 1000),
+        ("alibaba-openb.csv", 32, 1000),
+    ],
 )
-def test_default_waits_less_than_fifo_at_equal_or_higher_utilization(
+def test_default_waits_less_than_fifo_at_equal_or_higher_utilization_without_starving_anyone(
     trace: str, gpus: int, limit: int | None
 ) -> None:
-    fifo = figures(TRACES / trace, gpus, limit, "fifo")
-    default = figures(TRACES / trace, gpus, limit, "default")
+    """Issue 19's acceptance on the shipped traces: the default policy waits less than FIFO on
+    average, at no lower utilization, with a p99 wait no worse than FIFO's and a maximum at most 10%
+    above it (alibaba-openb has four priorities: aging across priorities keeps its low ones from
+    starving behind a stream of higher ones)."""
+    path = TRACES / trace if (TRACES / trace).is_file() else shared_trace(trace)
+    fifo = figures(path, gpus, limit, "fifo")
+    default = figures(path, gpus, limit, "default")
     assert default.avg_wait_s < fifo.avg_wait_s
     assert default.utilization >= fifo.utilization
+    assert default.p99_wait_s <= fifo.p99_wait_s
+    assert default.max_wait_s <= 1.10 * fifo.max_wait_s
 
 
 # --- plot ---

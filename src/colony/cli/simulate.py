@@ -188,7 +188,7 @@ def simulate(
         typer.Option(
             metavar="DURATION",
             help="Aging of default, shortest and sjf: a request waiting this long (300, 90m, 6h, 2d) "
-            "goes before younger ones.",
+            "goes before younger ones, and rises one priority level per such period.",
         ),
     ] = "6h",
     limit_jobs: Annotated[

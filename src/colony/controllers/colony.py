@@ -2,8 +2,9 @@
 
 - create/update/resume: the full reconcile (idempotent: a crash anywhere and a re-run converge).
 - a timer and Cluster API Cluster events refresh the status (phase, per-cluster GPU inventory).
-- delete: deletes the colony's Clusters and add-ons, re-checks with a delay until Cluster API is
-  done, then removes the remaining parts and releases the finalizer.
+- delete: deletes the colony's Clusters and add-ons, takes the GPR reservation labels it accounts
+  for off its existing clusters, re-checks with a delay until Cluster API is done, then removes the
+  remaining parts and releases the finalizer.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ from colony.controllers.colony_children import (
     desired_objects,
     prune,
 )
+from colony.controllers.colony_reservations import release_reservations
 from colony.controllers.context import OperatorContext, context_of
 from colony.controllers.existing_addons import ExistingClusterAddons, ReleaseObservation, Removal
 from colony.kube.colony_clusters import ClusterAccessError, ColonyClusterClients
 from colony.kube.resources import Conflict, Kube
 from colony.labels import ADDON_LABEL, COLONY_LABEL
 from colony.render.colony import render_colony
-from colony.render.contract import ColonyRef, HostedControlPlanePorts, RenderedColony
+from colony.render.contract import ColonyRef, HostedControlPlanePorts, RenderedCluster, RenderedColony
 from colony.render.existing_addons import plan_existing_releases
 from colony.render.resources import hosted_clusters, hosted_ports
 from colony.scheduling.cleanup import CLEANUP_ABANDONED, abandoned_message
@@ -263,17 +265,27 @@ def _record_transition(body: Mapping[str, Any], old: Mapping[str, Any], new: Map
         events.post(body, f"Colony{new['phase']}", ready.get("message", new["phase"]), warning=warning)
 
 
-async def _remove_existing_addons(ctx: OperatorContext, body: Mapping[str, Any]) -> Removal:
-    """Uninstall the releases the operator installed on the colony's existing clusters."""
+def _rendered_clusters(body: Mapping[str, Any]) -> tuple[RenderedCluster, ...]:
+    """The colony's clusters as rendered from its spec (none when the spec does not validate)."""
     try:
         parsed = ColonySpec.model_validate(dict(body["spec"]))
     except ValueError:
+        return ()
+    meta = body["metadata"]
+    ref = ColonyRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
+    return render_colony(ref, parsed, {}).clusters
+
+
+async def _remove_existing_addons(
+    ctx: OperatorContext, body: Mapping[str, Any], clusters: tuple[RenderedCluster, ...]
+) -> Removal:
+    """Uninstall the releases the operator installed on the colony's existing clusters."""
+    if not clusters:
         return Removal()
     meta = body["metadata"]
     ref = ColonyRef(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"])
-    rendered = render_colony(ref, parsed, {})
     existing: ExistingClusterAddons = ctx.existing_addons
-    return await existing.remove(ref, rendered.clusters)
+    return await existing.remove(ref, clusters)
 
 
 @kopf.on.delete(COLONY.group, COLONY.version, COLONY.plural)
@@ -286,13 +298,16 @@ async def delete_colony(
     ctx = context_of(memo)
     patch.status["phase"] = "Deleting"
     remaining = await delete_everything(ctx.kube, meta["namespace"], meta["name"])
-    addons = await _remove_existing_addons(ctx, body)
-    remaining += addons.remaining
-    if addons.abandoned:
-        failures = "; ".join(sorted(set(addons.abandoned.values())))
-        message = abandoned_message("the colony's existing clusters", failures, sorted(addons.abandoned))
+    clusters = _rendered_clusters(body)
+    addons = await _remove_existing_addons(ctx, body, clusters)
+    reservations = await release_reservations(ctx, body, clusters)
+    remaining += addons.remaining + reservations.remaining
+    abandoned = {**addons.abandoned, **reservations.abandoned}
+    if abandoned:
+        failures = "; ".join(sorted(set(abandoned.values())))
+        message = abandoned_message("the colony's existing clusters", failures, sorted(abandoned))
         events.post(body, CLEANUP_ABANDONED, message, warning=True)
-        logger.warning("abandoning add-on removal: %s", message)
+        logger.warning("abandoning cleanup: %s", message)
     if retry == 0:
         events.post(body, "ColonyDeleting", f"deleting the colony: {len(remaining)} object(s) to remove")
     if remaining:

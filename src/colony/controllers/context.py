@@ -44,7 +44,8 @@ class OperatorSettings:
     queue_policy: QueueOrder = "default"
     """COLONY_QUEUE_POLICY: the scheduler's queue order."""
     queue_aging_s: float = DEFAULT_AGING_S
-    """COLONY_QUEUE_AGING_SECONDS: after this long waiting, a request goes first at its priority."""
+    """COLONY_QUEUE_AGING_SECONDS: per period waited, a request rises one priority level, and once
+    aged it goes first at its (effective) priority."""
     placement_interval_s: float = 1.0
     """COLONY_PLACEMENT_INTERVAL_SECONDS: the time between two placement passes."""
     placement_kinds: frozenset[str] | None = None
@@ -97,6 +98,9 @@ class OperatorContext:
     """Colony cluster clients of running DDPJobs, kept a few seconds, and their GPU counts."""
     scheduler: SchedulerState = field(default_factory=SchedulerState)
     """What the GPR scheduling loop keeps between passes (colony.controllers.gpr)."""
+    reservation_cleanup_tries: dict[str, int] = field(default_factory=dict)
+    """Failed tries, by colony uid, of taking a deleted colony's reservation labels off its
+    existing clusters (colony.controllers.colony_reservations)."""
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """The background loops, by name (started with `start`, cancelled by `close`)."""
 

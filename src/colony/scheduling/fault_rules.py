@@ -9,6 +9,10 @@
 - A phase change decided on one version of a request is retried on a fresh read after a 409 only
   while the fresh version is still in the state the decision was made for.
 - An ephemeral colony whose owning request is gone (and that no other request uses) is swept.
+- A deleted colony takes the reservation labels it accounts for (its ledger, and the labels of the
+  requests placed through it) off the nodes of its clusters that outlive it (existing clusters):
+  left there, nothing would ever read them again, and a later colony on the same cluster would count
+  them as foreign, its GPUs occupied forever.
 """
 
 from __future__ import annotations
@@ -128,6 +132,38 @@ def stale_ledger(colony_meta: Mapping[str, Any]) -> dict[str, list[str]]:
 def ledger_entry(label: str, nodes: Sequence[str]) -> tuple[str, str]:
     """The colony annotation (key, value) recording that `label` may be left on `nodes`."""
     return STALE_RESERVATION_PREFIX + label[len(RESERVATION_PREFIX) :], ",".join(sorted(set(nodes)))
+
+
+def has_ledger(colony_meta: Mapping[str, Any]) -> bool:
+    """Whether the colony's ledger records labels still to be taken off (the scheduler then reads
+    the colony, wanted by a request or not, so that the labels come off soon)."""
+    return any(key.startswith(STALE_RESERVATION_PREFIX) for key in colony_meta.get("annotations") or {})
+
+
+def labels_of_colony(
+    colony: str, colony_meta: Mapping[str, Any], gprs: Iterable[Mapping[str, Any]]
+) -> frozenset[str]:
+    """The reservation labels a colony (key `namespace/name`) being deleted takes off its clusters'
+    nodes: those in its ledger, and those of every request placed through it (any phase: a request
+    holding GPUs there loses them with the colony)."""
+    labels = set(stale_ledger(colony_meta))
+    for gpr in gprs:
+        if (gpr.get("status") or {}).get("colony") == colony:
+            labels.add(reservation_label(request_key(gpr)))
+    return frozenset(labels)
+
+
+def label_removals(
+    nodes: Iterable[Mapping[str, Any]], labels: Container[str]
+) -> list[tuple[str, dict[str, None]]]:
+    """(node name, {label: None}) for every listed node carrying some of `labels`, in name order."""
+    removals = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        found = {key: None for key in meta.get("labels") or {} if key in labels}
+        if found:
+            removals.append((str(meta.get("name")), found))
+    return sorted(removals)
 
 
 @dataclass(frozen=True)

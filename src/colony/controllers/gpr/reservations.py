@@ -81,7 +81,7 @@ async def unlabel(context: OperatorContext, world: World, gpr: Mapping[str, Any]
             COLONY.api_version, COLONY.kind, name, namespace, {"metadata": {"annotations": {key: value}}}
         )
     except NotFound:
-        pass  # the colony is gone, and its nodes with it
+        pass  # the colony is gone: its deletion took its requests' labels off (colony_reservations)
     except (KubeApiError, OSError, TimeoutError, aiohttp.ClientError) as error:
         log.warning(
             "recording the leftover reservation of %s on colony %s failed: %s",

@@ -20,7 +20,7 @@ from colony.controllers.gpr.state import wake_scheduler
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.informer import Informer
 from colony.kube.resources import Kube, KubeApiError
-from colony.scheduling.fault_rules import unreachable_clusters
+from colony.scheduling.fault_rules import has_ledger, unreachable_clusters
 from colony.scheduling.queueing.objects import (
     PENDING_PHASES,
     RUNNING_PHASES,
@@ -153,8 +153,9 @@ async def read(context: OperatorContext) -> World:
 
 
 def _colonies_in_play(world: World) -> set[str]:
-    """Ready colonies that some open request may use or holds GPUs on: only those are read."""
-    wanted: set[str] = set()
+    """Ready colonies that some open request may use or holds GPUs on, and those whose ledger
+    records labels to take off (fault_rules.has_ledger): only those are read."""
+    wanted = {key for key, colony in world.colonies.items() if has_ledger(colony["metadata"])}
     for gpr in world.gprs:
         status = gpr.get("status") or {}
         if status.get("phase") in RUNNING_PHASES and status.get("colony"):

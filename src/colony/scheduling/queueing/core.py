@@ -16,6 +16,10 @@ measured 64-minute waits). The rules:
    between queues of equal share the earlier-submitted head; backfill and preemption as below.
    Aging: at each priority, the requests that have waited snapshot.aging_s or longer go first, across
    queues, oldest first (ordering.urgency), so fair sharing never postpones a request for good.
+   Aging across priorities ("default", "shortest" and "sjf"): "priority" above means the effective priority
+   (ordering.effective_priority): the declared one raised one level per snapshot.aging_s waited, the
+   levels being the distinct priorities of the pass's pending and running requests, up to the
+   highest; so a stream of higher-priority requests never postpones a request for good either.
    "shortest": aged requests first, oldest first, then the highest response ratio (waited + declared
    duration) / declared duration (unknown last), across queues (one order, no fair-share interleave;
    quotas still apply); a QueueQuota.strategy ("fifo" or "shortest") sets the within-queue order of
@@ -36,12 +40,13 @@ measured 64-minute waits). The rules:
    snapshot.placement_policy, or first the request's own colony_order (fill-and-spill: the first listed
    colony with room); nodes within a colony: binpack (cheapest and ordered too) the least free
    that fit, spread the most; ties by names (capacity.py).
-5. EASY backfill ("default", "shortest"): at each priority, the first request blocked by capacity on
-   a GPU type (the head) is placed in an event simulation per GPU type (timeline.py) at its
-   estimated start, and holds those GPUs there (a reservation; Decisions.reserved); the other blocked
-   requests hold none. A lower-ranked request may start now only if it fits now and holding its GPUs
-   until its declared end (forever without one) leaves every reservation on that type its room at
-   its start: it ends before, or the GPUs it takes are not needed then. A head whose start is unknown
+5. EASY backfill ("default", "shortest"; "sjf" only as said above): at each effective priority, the
+   first request blocked by capacity on a GPU type (the head) is placed in an event simulation per
+   GPU type (timeline.py) at its estimated start, and holds those GPUs there (a reservation;
+   Decisions.reserved); the other blocked requests hold none. A lower-ranked request may start now
+   only if it fits now and holding its GPUs until its declared end (forever without one) leaves
+   every reservation on that type its room at its start: it ends before, or the GPUs it takes are
+   not needed then. A head whose start is unknown
    (no known releases) closes its GPU types to everything ranked below it. Admits on a type with a
    reservation have backfilled=True. So a backfilled request never delays a reserved head's
    estimated start. The head also reserves at node level (timeline.NodeReservation: the colony where
@@ -52,12 +57,14 @@ measured 64-minute waits). The rules:
    quota (unknown: it reserves nothing); one blocked by its own nominal or borrowing limit reserves
    nothing.
 6. Preemption ("default"): for a request blocked by capacity or quota, on GPU types no higher-ranked
-   request waits for, victims are evictable running requests of lower priority, or of borrowing
-   queues of its cohort while its own queue stays within nominal (reclaim); lowest priority, then
-   most recently started, fewest victims (preemption.py); only when it then fits (placement and
-   quota). Victims keep their GPUs and quota in this pass; the preemptor reserves the rest of its
-   placement and is charged its quota, so nothing lower takes them; it is admitted in a later pass.
-   One Preempt per victim per pass.
+   request waits for, victims are evictable running requests of lower (declared) priority, or of
+   borrowing queues of its cohort while its own queue stays within nominal (reclaim), except those
+   that have aged (their effective priority, counted from submission, above their declared one) to
+   the preemptor's effective priority or higher: back in the queue they would go first, undoing the
+   eviction; lowest effective priority, then most recently started, fewest victims (preemption.py);
+   only when it then fits (placement and quota). Victims keep their GPUs and quota in this pass; the
+   preemptor reserves the rest of its placement and is charged its quota, so nothing lower takes
+   them; it is admitted in a later pass. One Preempt per victim per pass.
 7. Auto-provisioning: a request with auto_provision that cannot start now for capacity (or never fits
    the existing colonies), gets no preemption, and whose quota allows it, gets a Provision of the
    cheapest offer (offers.solver) over its GPU types (all offered types if it accepts any) that its
@@ -103,7 +110,15 @@ from colony.scheduling.queueing.model import (
     Provision,
     Snapshot,
 )
-from colony.scheduling.queueing.ordering import Urgency, fair_order, serve_order, urgency
+from colony.scheduling.queueing.ordering import (
+    Level,
+    Urgency,
+    effective_priority,
+    fair_order,
+    priority_ladder,
+    serve_order,
+    urgency,
+)
 from colony.scheduling.queueing.preemption import Plan, Preemptor
 from colony.scheduling.queueing.provisioning import Provisioner
 from colony.scheduling.queueing.quota import QuotaBook, QuotaForecast
@@ -149,7 +164,17 @@ class _Pass:
         self.now = snapshot.now_s
         self.order = snapshot.order
         self.strategies = strategies = {q.name: q.strategy for q in snapshot.queues if q.strategy}
-        ranked = serve_order(snapshot.pending, self.order, self.now, snapshot.aging_s, strategies)
+        fair = self.order in RESERVATION_ORDERS
+        ladder = (
+            priority_ladder(
+                [r.priority for r in snapshot.pending] + [v.request.priority for v in snapshot.running]
+            )
+            if fair
+            else ()
+        )
+        self.level: Level | None = effective_priority(ladder, self.now, snapshot.aging_s)
+        """Effective priority of a pending request ("default", "shortest", "sjf"; None: the declared one)."""
+        ranked = serve_order(snapshot.pending, self.order, self.now, snapshot.aging_s, strategies, self.level)
         keys = set(map(_KEY, ranked))
         if len(keys) < len(ranked):  # keys should be unique; keep the first of each in serve order
             first: dict[str, GpuRequest] = {}
@@ -161,7 +186,7 @@ class _Pass:
             snapshot.nodes, snapshot.colonies, snapshot.running, snapshot.placement_policy
         )
         self.book = QuotaBook(snapshot.queues, snapshot.running)
-        self.preemptor = Preemptor(snapshot.running, self.cap, self.book)
+        self.preemptor = Preemptor(snapshot.running, self.cap, self.book, self.level)
         self.provisioner = Provisioner(snapshot.offers)
         releases: dict[str, list[tuple[float, str, int]]] = {t: [] for t in self.cap.types}
         for run in snapshot.running:
@@ -177,8 +202,6 @@ class _Pass:
         self.strict = self.order == "sjf"
         """No backfill within a priority: nothing starts on a GPU type where the head of its priority
         holds its reservation (sjf.py)."""
-        self.level: int | None = None
-        """Priority of the requests served last ("default" order)."""
         self.reserved: set[str] = set()
         """GPU types on which a request of priority `level` holds the head reservation."""
         self.reservations: list[str] = []
@@ -244,15 +267,18 @@ class _Pass:
                     self.now,
                     self.urgent,
                     urgent_sorted=self.order == "default" and "shortest" not in self.strategies.values(),
+                    effective=self.level,
                 )
             )
             closed: list[Timeline] | None = None
             """In a stop-allowed pass, once every GPU type is reserved at this priority or frozen: the
             timelines of the reserved ones (a request they all hold back only waits: skipped)."""
             timelines = self.timelines
+            effective = self.level
             for r in served:
-                if r.priority != level:
-                    level = r.priority
+                p = r.priority if effective is None else effective(r)
+                if p != level:
+                    level = p
                     self.reserved = set()
                     closed = None
                 if stop and checked != self.changes:
@@ -597,7 +623,7 @@ class _Pass:
     def _preempt(self, r: GpuRequest, plan: Plan) -> None:
         self.preemptor.commit(plan)
         for v in plan.victims:
-            if v.request.priority < r.priority:
+            if self.preemptor.outranks(r, v):
                 why = f"preempted for {r.key} (priority {r.priority} > {v.request.priority})"
             else:
                 why = (

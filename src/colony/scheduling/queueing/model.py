@@ -20,10 +20,13 @@ ordered: fill-and-spill, colonies in their `order`, the first one with room."""
 QueueOrder = Literal["fifo", "priority", "default", "shortest", "sjf"]
 """fifo: submission order only, the head blocks everything behind it (no backfill, no preemption);
 priority: strict priority then FIFO, the head blocks (no backfill, no preemption);
-default: strict priority; at equal priority the requests waiting `Snapshot.aging_s` or longer first
-(oldest first, across queues), then weighted DRF between queues, FIFO within; EASY backfill by
-declared durations (the first capacity-blocked request of each priority holds a reservation nothing
-may delay); preemption of evictable lower-priority requests and reclaim of lent quota;
+default: strict priority by effective priority (a waiting request rises one level of the priorities
+in use per `Snapshot.aging_s` waited: ordering.effective_priority); at equal effective priority the
+requests waiting `Snapshot.aging_s` or longer first (oldest first, across queues), then weighted DRF
+between queues, FIFO within; EASY backfill by declared durations (the first capacity-blocked request
+of each effective priority holds a reservation nothing may delay); preemption of evictable
+lower-priority requests (declared priority of the preemptor against the one a running request had
+aged to when it started) and reclaim of lent quota;
 shortest: as default, but after the aged requests the highest response ratio (waited + declared
 duration) / declared duration first, across queues (see ordering.serve_order);
 sjf: strict shortest declared GPU time first: as shortest, but by GPU time (gpus x duration) after
@@ -38,7 +41,8 @@ QueueStrategy = Literal["", "fifo", "shortest"]
 fifo = submission order; shortest = shortest declared GPU time first, with aging."""
 
 DEFAULT_AGING_S = 6 * 3600.0
-"""Snapshot.aging_s unless set: a request waiting this long stops being passed by younger ones."""
+"""Snapshot.aging_s unless set: a request waiting this long stops being passed by younger ones of its
+effective priority, which rises one level per such period."""
 
 ANY_GPU_TYPE = "*"
 """A quota key that counts GPUs of every type."""
@@ -187,9 +191,10 @@ class Snapshot:
     placement_policy: PlacementStrategy = "cheapest"
     order: QueueOrder = "default"
     aging_s: float = DEFAULT_AGING_S
-    """Aging: after this long waiting, a request is served in FIFO order ahead of the younger
-    requests of its priority, in every queue ("default" and "shortest"; bounds its wait: see
-    docs/gprs-and-queues.md)."""
+    """Aging ("default" and "shortest"): per period of this long waited, a request's effective
+    priority rises one level of the priorities in use (ordering.effective_priority); after this long
+    waiting, it is served in FIFO order ahead of the younger requests of its effective priority, in
+    every queue (bounds its wait: see docs/gprs-and-queues.md)."""
     estimates: bool = True
     """False: decide only (Decisions.estimates stays empty; admissions, preemptions and provisions
     are the same). Replays need no estimates, and computing them is most of a pass."""

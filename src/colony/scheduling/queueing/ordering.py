@@ -11,6 +11,7 @@ from operator import attrgetter
 
 from colony.scheduling.queueing.model import (
     DEFAULT_AGING_S,
+    RESERVATION_ORDERS,
     GpuRequest,
     QueueOrder,
     QueueStrategy,
@@ -31,6 +32,69 @@ def response_ratio(r: GpuRequest, now_s: float) -> float:
     if r.duration_s <= 0:
         return math.inf
     return (max(now_s - r.submitted_s, 0.0) + r.duration_s) / r.duration_s
+
+
+Level = Callable[[GpuRequest], int]
+"""A request's priority for serve order: its effective priority (see `effective_priority`)."""
+
+
+def priority_ladder(priorities: Iterable[int]) -> tuple[int, ...]:
+    """The priority levels of a pass, lowest first: the distinct declared priorities of its pending
+    and running requests."""
+    return tuple(sorted(set(priorities)))
+
+
+def aged_priority(priority: int, waited_s: float, ladder: Sequence[int], aging_s: float) -> int:
+    """The priority a request of declared `priority` has after waiting `waited_s`: one level of
+    `ladder` higher per full `aging_s` waited, up to the highest level (never below its own).
+    `aging_s` <= 0 ages at once to the highest level."""
+    if not ladder or waited_s < 0:
+        return priority
+    top = ladder[-1]
+    if priority >= top:
+        return priority
+    if aging_s <= 0:
+        return top
+    periods = math.floor(waited_s / aging_s)
+    if periods <= 0:
+        return priority
+    i = bisect_right(ladder, priority) - 1 + periods
+    return top if i >= len(ladder) - 1 else max(priority, ladder[i])
+
+
+def effective_priority(ladder: Sequence[int], now_s: float, aging_s: float) -> Level | None:
+    """Aging across priorities ("default", "shortest" and "sjf" orders): a pending request's effective
+    priority rises one level of `ladder` (`priority_ladder`) per `aging_s` it has waited, up to the
+    highest level, so a stream of higher-priority requests cannot postpone it for good: after
+    (levels above its own) x aging_s it competes at the highest level, where, being aged, it goes
+    before every younger request (`urgency`). Serve order uses it; preemption does not (a request
+    preempts with its declared priority; see preemption.running_priority). None when the ladder has
+    fewer than two levels: the effective priority is the declared one."""
+    if len(ladder) < 2:
+        return None
+    levels = tuple(ladder)
+    if aging_s <= 0:
+
+        def at_once(r: GpuRequest) -> int:
+            return aged_priority(r.priority, now_s - r.submitted_s, levels, aging_s)
+
+        return at_once
+    last = len(levels) - 1
+    top = levels[last]
+    index = {p: i for i, p in enumerate(levels)}
+
+    def level(r: GpuRequest) -> int:
+        # called a few times per request and pass: aged_priority's arithmetic, inlined
+        waited = now_s - r.submitted_s
+        if waited < aging_s:
+            return r.priority
+        i = index.get(r.priority)
+        if i is None:
+            return aged_priority(r.priority, waited, levels, aging_s)
+        j = i + int(waited // aging_s)
+        return top if j >= last else levels[j]
+
+    return level
 
 
 Urgency = Callable[[GpuRequest], float]
@@ -54,9 +118,11 @@ def serve_order(
     now_s: float = 0.0,
     aging_s: float = DEFAULT_AGING_S,
     strategies: Mapping[str, QueueStrategy] | None = None,
+    effective: Level | None = None,
 ) -> list[GpuRequest]:
     """Requests in the order one queue serves them: fifo by (submitted_s, key); otherwise priority
-    first (highest), then (submitted_s, key).
+    first (highest), then (submitted_s, key). Under "default", "shortest" and "sjf", `effective` (from
+    `effective_priority`) gives the priority to sort by, None = the declared one.
 
     Shortest-first (the "shortest" order, or a queue whose `strategies` entry is "shortest"; under
     "default" and "shortest" only): at equal priority, requests that have waited `aging_s` or more
@@ -85,7 +151,10 @@ def serve_order(
     elif order == "sjf":
         ranked.sort(key=sjf_rank(now_s, aging_s))
     if order != "fifo":
-        ranked.sort(key=attrgetter("priority"), reverse=True)
+        if effective is not None and order in RESERVATION_ORDERS:
+            ranked.sort(key=effective, reverse=True)
+        else:
+            ranked.sort(key=attrgetter("priority"), reverse=True)
     return ranked
 
 
@@ -111,8 +180,10 @@ def fair_order(
     now_s: float = 0.0,
     urgent: Urgency | None = None,
     urgent_sorted: bool = False,
+    effective: Level | None = None,
 ) -> Iterator[GpuRequest]:
-    """The "default" order: priority first; at equal priority, first the urgent requests of every
+    """The "default" order: priority first (`effective`: the effective priority, None = the declared
+    one); at equal priority, first the urgent requests of every
     queue (`urgent(r) <= now_s`: waited aging_s, or past their shortest-first deadline) by
     (urgency, submitted_s, key), so fair sharing never postpones a request for good; then the queue
     whose weighted dominant share would be the lowest with its head admitted, in serve order within a
@@ -123,9 +194,9 @@ def fair_order(
     Counting the head (as Kueue's fair sharing does) puts a head that fits its queue's nominal quota
     before one that would borrow: after a reclaim, the owner goes before the borrower it evicted.
     A request that accepts any GPU type counts as one of `gpu_types`. `requests` must be sorted by
-    serve_order(..., "default"). Shares are recomputed when a queue is charged (QuotaBook.version): a heap
-    entry whose queue was charged since is refreshed when popped (lazy update).
-    """
+    serve_order(..., "default", effective=effective). Shares are recomputed when a queue is charged
+    (QuotaBook.version): a heap entry whose queue was charged since is refreshed when popped (lazy
+    update)."""
     versions = book.version
     last: dict[str, tuple[int, tuple[str, ...], int, float]] = {}
     """Per queue, the share last computed: (queue version, head GPU types, head GPUs, share)."""
@@ -141,7 +212,8 @@ def fair_order(
 
     queue_of = attrgetter("queue")
     due = urgent
-    for _, level_items in groupby(requests, key=attrgetter("priority")):
+    by_level: Level = attrgetter("priority") if effective is None else effective
+    for _, level_items in groupby(requests, key=by_level):
         level = list(level_items)
         if due is not None and urgent_sorted:
             # the level is in urgency order across queues: its urgent requests are a prefix

@@ -6,6 +6,13 @@ queue stays within its nominal quota. Per GPU type, they are taken lowest priori
 recently started, as few as possible: the shortest such prefix that makes the preemptor fit (gang
 placement and quota), then without any victim it can do without (Kueue's approach). Among types, the
 plan whose highest victim priority is lowest wins, then the one with fewer victims.
+
+Aging ("default", "shortest"; ordering.effective_priority): who may preempt is still decided by
+declared priorities, but a running request that has aged (its effective priority, counted from its
+submission as for a request back in the queue, is above its declared one) to the preemptor's
+effective priority or higher is evicted neither for priority nor for reclaim: back in the queue it
+would be served before the preemptor and take its GPUs again (aging undone, or evictions in a loop).
+Victims are ranked by effective priority.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import TypeVar
 
 from colony.scheduling.queueing.capacity import CapacityIndex, NodeId
 from colony.scheduling.queueing.model import GpuRequest, Placement, RunningRequest
+from colony.scheduling.queueing.ordering import Level
 from colony.scheduling.queueing.quota import QuotaBook
 
 K = TypeVar("K")
@@ -47,8 +55,8 @@ class Plan:
         return out
 
 
-def _victim_order(r: RunningRequest) -> tuple[int, float, str]:
-    return (r.request.priority, -r.started_s, r.request.key)
+def _declared(r: GpuRequest) -> int:
+    return r.priority
 
 
 class _Below:
@@ -69,8 +77,18 @@ class _Below:
 class Preemptor:
     """Victim search over the running requests of a snapshot, remembering who is already evicted."""
 
-    def __init__(self, running: Sequence[RunningRequest], cap: CapacityIndex, book: QuotaBook) -> None:
+    def __init__(
+        self,
+        running: Sequence[RunningRequest],
+        cap: CapacityIndex,
+        book: QuotaBook,
+        effective: Level | None = None,
+    ) -> None:
         self.cap = cap
+        self.effective: Level = effective or _declared
+        """Effective priority of a request (ordering.effective_priority; default: the declared one)."""
+        self._ranks: dict[str, int] = {}
+        """Per running key, its effective priority."""
         self.book = book
         self._running = running
         self._evictable = any(r.request.evictable for r in running)
@@ -84,14 +102,35 @@ class Preemptor:
         self._bounds: dict[tuple[str, ...], _Below] = {}
         self.taken: set[str] = set()
         self._failed: dict[tuple[object, ...], int] = {}
-        self._quota_failed: dict[tuple[str, str], list[tuple[int, int]]] = {}
-        """(queue, GPU type) -> (priority, GPUs) for which no victims could free enough quota; a request
-        of no higher priority that needs as many or more fails too (usage and evictions only grow)."""
+        self._quota_failed: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
+        """(queue, GPU type, effective priority) -> (priority, GPUs) for which no victims could free
+        enough quota; a request of no higher priority that needs as many or more fails too (usage and
+        evictions only grow)."""
+
+    def rank(self, v: RunningRequest) -> int:
+        """v's effective priority (counted from its submission, as if it were back in the queue)."""
+        found = self._ranks.get(v.request.key)
+        if found is None:
+            found = self._ranks[v.request.key] = self.effective(v.request)
+        return found
+
+    def protected(self, v: RunningRequest, level: int) -> bool:
+        """Whether v has aged to `level` (a preemptor's effective priority) or higher: it is not
+        evicted for that preemptor, not even to reclaim quota."""
+        rank = self.rank(v)
+        return rank > v.request.priority and rank >= level
+
+    def outranks(self, r: GpuRequest, v: RunningRequest) -> bool:
+        """Whether r may evict v for priority: a higher declared priority, and v not protected."""
+        return v.request.priority < r.priority and not self.protected(v, self.effective(r))
+
+    def _victim_order(self, v: RunningRequest) -> tuple[int, float, str]:
+        return (self.rank(v), -v.started_s, v.request.key)
 
     def _index(self) -> None:
         """Index the evictable running requests (on the first search: most passes preempt nothing)."""
         self._indexed = True
-        for v in sorted((r for r in self._running if r.request.evictable), key=_victim_order):
+        for v in sorted((r for r in self._running if r.request.evictable), key=self._victim_order):
             self.by_type.setdefault(v.placement.gpu_type, []).append(v)
             self.by_queue.setdefault(v.request.queue, []).append(v)
         self._queue_types = {q: {v.placement.gpu_type for v in vs} for q, vs in self.by_queue.items()}
@@ -125,7 +164,7 @@ class Preemptor:
                     for v in self.by_queue.get(q, ())
                     if scope[2] in book.keys(q, v.placement.gpu_type)
                 ]
-            items = [(v.request.priority, amount) for v, amount in victims]
+            items = [(self.rank(v), amount) for v, amount in victims]
             borrowed = sum(amount for v, amount in victims if v.request.queue in self.borrowers)
             below = self._bounds[scope] = _Below(items, borrowed)
         return below.below(priority) + (below.borrowed if reclaim else 0)
@@ -139,15 +178,16 @@ class Preemptor:
         if not self._indexed:
             self._index()
         best: tuple[tuple[int, int, str], Plan] | None = None
+        level = self.effective(r)
         for t in types:
-            memo = (r.queue, t, t in quota_ok, r.colonies, r.nodes, r.gpus_per_node)
+            memo = (r.queue, t, t in quota_ok, r.colonies, r.nodes, r.gpus_per_node, level)
             if self._failed.get(memo, r.priority - 1) >= r.priority:
                 continue
-            found = self._plan_type(r, t, t in quota_ok)
+            found = self._plan_type(r, t, t in quota_ok, level)
             if found is None:
                 self._failed[memo] = max(self._failed.get(memo, r.priority), r.priority)
                 continue
-            score = (max(v.request.priority for v in found.victims), len(found.victims), t)
+            score = (max(self.rank(v) for v in found.victims), len(found.victims), t)
             if best is None or score < best[0]:
                 best = (score, found)
         return None if best is None else best[1]
@@ -160,7 +200,7 @@ class Preemptor:
             and book.within_nominal(r.queue, t, r.gpus)
         )
 
-    def _quota_possible(self, r: GpuRequest, t: str, reclaim: bool) -> bool:
+    def _quota_possible(self, r: GpuRequest, t: str, reclaim: bool, level: int) -> bool:
         """False when even every eligible victim could not free enough quota (upper bound)."""
         book = self.book
         q = book.queues[r.queue]
@@ -168,35 +208,38 @@ class Preemptor:
         usage = book.usage[r.queue]
         for k in book.keys(r.queue, t):
             unused = book.cohort_nominal[cohort].get(k, 0) - book.cohort_usage[cohort].get(k, 0)
-            if r.gpus - unused > self._bound(("cohort", cohort, k), r.priority, reclaim):
+            if r.gpus - unused > self._bound(("cohort", cohort, k), level, reclaim):
                 return False
             limit = q.borrowing_limit.get(k)
             if limit is not None:
                 over = usage.get(k, 0) + r.gpus - q.nominal.get(k, 0) - limit
-                if over > self._bound(("queue", r.queue, k), r.priority, False):
+                if over > self._bound(("queue", r.queue, k), level, False):
                     return False
         return True
 
     def _candidates(
-        self, r: GpuRequest, t: str, capacity: bool, quota: bool, reclaim: bool
+        self, r: GpuRequest, t: str, capacity: bool, quota: bool, reclaim: bool, level: int
     ) -> Iterator[RunningRequest]:
         """Eligible victims that can help, lazily in victim order: with GPUs of type t on r's colonies
-        when r needs capacity, in r's cohort charged to r's quota keys when it needs quota."""
+        when r needs capacity, in r's cohort charged to r's quota keys when it needs quota; none
+        protected against r's effective priority `level`."""
         book = self.book
 
         def eligible(
             source: Iterable[RunningRequest], keep: Callable[[RunningRequest], bool]
         ) -> Iterator[RunningRequest]:
-            # sources are in victim order, lowest priority first: past r's priority only borrowers
-            # of r's cohort qualify (reclaim), and only when r's queue stays within its nominal
+            # sources are in victim order, lowest effective priority first: from r's effective
+            # priority on, none is of lower declared priority and unprotected, so only borrowers of
+            # r's cohort qualify (reclaim), and only when r's queue stays within its nominal
             for v in source:
-                low = v.request.priority < r.priority
-                if not low and not reclaim:
+                if self.rank(v) >= level and not reclaim:
                     return
-                if v.request.key in self.taken or not keep(v):
+                if v.request.key in self.taken or not keep(v) or self.protected(v, level):
                     continue
                 q = v.request.queue
-                if low or (q in self.borrowers and q != r.queue and book.same_cohort(q, r.queue)):
+                if v.request.priority < r.priority or (
+                    q in self.borrowers and q != r.queue and book.same_cohort(q, r.queue)
+                ):
                     yield v
 
         sources: list[Iterator[RunningRequest]] = []
@@ -218,28 +261,25 @@ class Preemptor:
 
                     sources.append(eligible(self.by_queue.get(q, ()), relevant))
         seen: set[str] = set()
-        for v in heapq.merge(*sources, key=_victim_order):
+        for v in heapq.merge(*sources, key=self._victim_order):
             if v.request.key not in seen:  # on its type's list and its queue's
                 seen.add(v.request.key)
                 yield v
 
-    def _plan_type(self, r: GpuRequest, t: str, quota_ok: bool) -> Plan | None:
+    def _plan_type(self, r: GpuRequest, t: str, quota_ok: bool, level: int) -> Plan | None:
         cap, book = self.cap, self.book
         n, g = r.nodes, r.gpus_per_node
-        failed = self._quota_failed.setdefault((r.queue, t), [])
+        failed = self._quota_failed.setdefault((r.queue, t, level), [])
         if not quota_ok and any(p >= r.priority and x <= r.gpus for p, x in failed):
             return None
         reclaim = self._reclaim(r, t)
-        if not quota_ok and not self._quota_possible(r, t, reclaim):
+        if not quota_ok and not self._quota_possible(r, t, reclaim, level):
             failed.append((r.priority, r.gpus))
             return None
         live_placement = cap.place((t,), n, g, r.colonies)
         if quota_ok and live_placement is not None:
             return None  # nothing to gain: r is held back on this type for another reason
-        if (
-            live_placement is None
-            and cap.total_free[t] + self._bound(("type", t), r.priority, reclaim) < r.gpus
-        ):
+        if live_placement is None and cap.total_free[t] + self._bound(("type", t), level, reclaim) < r.gpus:
             return None
         # what each candidate gives back: quota of r's keys (own queue, cohort) and GPUs of type t
         mine = book.keys(r.queue, t) if not quota_ok else ()
@@ -254,7 +294,7 @@ class Preemptor:
         freed: dict[NodeId, int] = {}
         crossing: dict[str, int] = {}
         room = live_placement is not None
-        stream = self._candidates(r, t, live_placement is None, not quota_ok, reclaim)
+        stream = self._candidates(r, t, live_placement is None, not quota_ok, reclaim, level)
         for v in islice(stream, MAX_CANDIDATES):
             candidates.append(v)
             own: dict[str, int] = {}
