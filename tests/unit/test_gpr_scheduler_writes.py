@@ -621,6 +621,11 @@ async def test_the_finalizer_is_let_go_once_a_request_holds_no_gpus_or_is_delete
     assert all(m["finalizers"] == ["other.io/keep"] and m["resourceVersion"] == "1" for m in let_go.values())
     assert cluster.labels == [{reservation_label("team/deleting"): None}]
 
+    # the released request then disappears from the read: it is not released a second time
+    assert not await release_deleted(context, _colony_world(gprs[:2], cluster))
+    assert cluster.labels == [{reservation_label("team/deleting"): None}]
+    assert not context.scheduler.released
+
 
 async def test_specs_are_accepted_in_bulk_onto_the_version_read_oldest_first_and_bounded(
     monkeypatch: pytest.MonkeyPatch,

@@ -215,9 +215,13 @@ async def release_deleted(context: OperatorContext, world: World) -> bool:
     context.scheduler.seen = {
         k: known[k] if k in known and not newer(g, known[k]) else g for k, g in current.items()
     }
+    released_before = context.scheduler.released
     for key, gpr in sorted(gone.items()):
         if key in current:
             continue  # deleted and created again under the same name: the new one is live
+        if gpr["metadata"].get("uid") in released_before:
+            released_before.discard(gpr["metadata"]["uid"])
+            continue  # released by sync_finalizers before its finalizer was let go
         await guarded(context, gpr, "release on deletion", release_on_delete(context, gpr, wake=False))
         metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
         released = True
@@ -238,6 +242,8 @@ async def sync_finalizers(context: OperatorContext, world: World) -> bool:
         if gpr["metadata"].get("deletionTimestamp"):
             await release_on_delete(context, gpr, wake=False)
             metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
+            if gpr["metadata"].get("uid"):
+                context.scheduler.released.add(gpr["metadata"]["uid"])
             released = True
         try:
             await set_finalizer(context, gpr, hold=False)

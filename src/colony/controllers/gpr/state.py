@@ -56,6 +56,9 @@ class SchedulerState:
     """Specs validated and parsed, by uid and generation."""
     deleted: list[dict[str, Any]] = field(default_factory=list)
     """Requests the GPR informer saw deleted since the last pass (their last known state)."""
+    released: set[str] = field(default_factory=set)
+    """Uids of requests being deleted that were released before their finalizer was let go: when
+    they disappear from the read they are not released a second time."""
     seen: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The requests of the last pass's read, by key, each at the newest version known: the one
     read, or a later one this process wrote (an admission written after the read must be known
