@@ -271,6 +271,13 @@ def test_a_shortest_first_queue_admits_the_shorter_request_before_an_earlier_lon
     assert _status(management, namespace, "long").get("positionInQueue") == 2
     eventually(lambda: _phase(management, namespace, "short", "Ready"), 60)
     assert _status(management, namespace, "long")["phase"] == "Queued"
+    # the operator's queue policy (COLONY_QUEUE_POLICY, "default" here) shows beside the strategy
+    name = queue["metadata"]["name"]
+    policy = lambda: management.kubectl("get", "gpuqueue", name, "-o", "jsonpath={.status.policy}").stdout  # noqa: E731
+    eventually(lambda: policy() == "default", 20)
+    header, row = management.kubectl("get", "gpuqueue", name).stdout.splitlines()[:2]
+    assert header.split()[:4] == ["NAME", "COHORT", "POLICY", "STRATEGY"]
+    assert "default" in row.split() and "ShortestFirst" in row.split()
 
 
 def test_idle_reserved_gpus_are_released_and_used_ones_are_kept(

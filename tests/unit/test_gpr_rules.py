@@ -96,4 +96,6 @@ def test_queue_usage_counts_its_requests_and_what_is_borrowed_beyond_its_quota()
         "pending": 1,
         "admitted": 2,
         "usage": [{"gpuType": "H100", "used": 6, "borrowed": 2}],
+        "policy": "default",
     }
+    assert queue_usage(quota, [], [], "sjf")["policy"] == "sjf"

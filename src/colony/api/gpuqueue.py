@@ -90,6 +90,12 @@ class GPUQueueStatus(ResourceStatus):
     pending: int | None = Field(default=None, description="Requests waiting in the queue.")
     admitted: int | None = Field(default=None, description="Requests holding GPUs.")
     usage: list[GPUQueueUsage] = Field(default_factory=list, description="GPUs in use per type.")
+    policy: str | None = Field(
+        default=None,
+        description="The operator's queue policy ordering the requests (COLONY_QUEUE_POLICY: default, "
+        "shortest, sjf, fifo or priority); queueingStrategy, when set, orders the queue's own requests "
+        "among themselves.",
+    )
 
 
 GPUQUEUE = ResourceDefinition(
@@ -106,6 +112,7 @@ GPUQUEUE = ResourceDefinition(
     "to the other queues of its cohort and reclaimed by preemption when needed.",
     printer_columns=(
         PrinterColumn("Cohort", "string", ".spec.cohort", "Cohort that shares idle quota."),
+        PrinterColumn("Policy", "string", ".status.policy", "The operator's queue policy."),
         PrinterColumn(
             "Strategy", "string", ".spec.queueingStrategy", "Order within the queue (absent: global)."
         ),

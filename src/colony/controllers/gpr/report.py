@@ -197,8 +197,9 @@ async def _write_queue_usage(
     running: Sequence[RunningRequest],
     pending: Sequence[GpuRequest],
 ) -> None:
-    """A GPUQueue's pending and admitted counts and GPUs in use per type, when they changed."""
-    status = queue_usage(queue, running, pending)
+    """A GPUQueue's pending and admitted counts, GPUs in use per type and the queue policy, when
+    they changed."""
+    status = queue_usage(queue, running, pending, context.settings.queue_policy)
     current = next((q for q in world.queues if q["metadata"]["name"] == queue.name), {})
     if {k: (current.get("status") or {}).get(k) for k in status} != status:
         with contextlib.suppress(NotFound):

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from colony.scheduling.queueing.model import Estimate, GpuRequest, QueueQuota, RunningRequest
+from colony.scheduling.queueing.model import Estimate, GpuRequest, QueueOrder, QueueQuota, RunningRequest
 from colony.scheduling.queueing.objects import (
     listed_colonies,
     parse_duration,
@@ -229,10 +229,13 @@ def estimate_update(
 
 
 def queue_usage(
-    queue: QueueQuota, running: Sequence[RunningRequest], pending: Sequence[GpuRequest]
+    queue: QueueQuota,
+    running: Sequence[RunningRequest],
+    pending: Sequence[GpuRequest],
+    policy: QueueOrder = "default",
 ) -> dict[str, Any]:
-    """A GPUQueue's status: its pending and admitted counts and the GPUs in use per type (with what
-    is borrowed beyond its nominal quota)."""
+    """A GPUQueue's status: its pending and admitted counts, the GPUs in use per type (with what
+    is borrowed beyond its nominal quota), and the operator's queue policy that orders it."""
     used: dict[str, int] = {}
     for request in running:
         if request.request.queue == queue.name:
@@ -248,4 +251,5 @@ def queue_usage(
             }
             for gpu_type, count in sorted(used.items())
         ],
+        "policy": policy,
     }
