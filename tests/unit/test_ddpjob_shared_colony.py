@@ -14,6 +14,7 @@ import pytest
 
 from colony.api.ddpjob import DDPJobSpec
 from colony.controllers import ddpjob
+from colony.controllers.job_pods import JobPods
 
 SHARE = {
     "apiVersion": "infra.exalsius.ai/v1",
@@ -83,7 +84,7 @@ class Clients:
 
 
 def _context(shares: list[dict[str, Any]]) -> Any:
-    return SimpleNamespace(kube=Management(shares), colony_clients=Clients())
+    return SimpleNamespace(kube=Management(shares), colony_clients=Clients(), job_pods=JobPods())
 
 
 BODY = {"metadata": {"name": "job", "namespace": "team", "uid": "u1"}}

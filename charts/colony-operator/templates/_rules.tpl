@@ -102,9 +102,13 @@ RBAC rules of the operator (see rbac.yaml). Every entry names what uses it; the 
   resources: [secrets]
   verbs: [create, get, patch]
 # The workers of a DDPJob without targetColony: Service, Volcano PodGroup and pods (created, never
-# changed: an attempt's objects are fixed; the job's namespace exists, the DDPJob is in it).
+# changed: an attempt's objects are fixed; the job's namespace exists, the DDPJob is in it). Tracking
+# watches the pods of the namespace labelled as the operator's (one watch, not a LIST per job and tick).
 - apiGroups: [""]
-  resources: [pods, services]
+  resources: [pods]
+  verbs: [create, delete, list, watch]
+- apiGroups: [""]
+  resources: [services]
   verbs: [create, delete, list]
 - apiGroups: [scheduling.volcano.sh]
   resources: [podgroups]

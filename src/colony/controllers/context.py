@@ -17,6 +17,7 @@ from typing import Any
 from colony import settings
 from colony.controllers.existing_addons import ExistingClusterAddons
 from colony.controllers.gpr.state import SchedulerState
+from colony.controllers.job_pods import JobPods
 from colony.controllers.job_targets import JobTargets
 from colony.kube.colony_clusters import ColonyClusterClients
 from colony.kube.config import default_api_client
@@ -96,6 +97,8 @@ class OperatorContext:
     """The bounded evaluator of WorkloadDefinition expressions."""
     job_targets: JobTargets = field(default_factory=JobTargets)
     """Colony cluster clients of running DDPJobs, kept a few seconds, and their GPU counts."""
+    job_pods: JobPods = field(default_factory=JobPods)
+    """The worker pods of running DDPJobs, from one watch per cluster and namespace."""
     scheduler: SchedulerState = field(default_factory=SchedulerState)
     """What the GPR scheduling loop keeps between passes (colony.controllers.gpr)."""
     reservation_cleanup_tries: dict[str, int] = field(default_factory=dict)
@@ -125,6 +128,7 @@ class OperatorContext:
     async def close(self) -> None:
         """Stop the background loops, helm runs and the expression worker; close every client."""
         await self.stop()
+        await self.job_pods.close()
         await self.existing_addons.close()
         await self.expressions.close()
         await self.colony_clients.close()

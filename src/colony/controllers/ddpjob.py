@@ -23,7 +23,8 @@ from colony.controllers.acceptance import accept_spec
 from colony.controllers.cluster_access import MANAGEMENT, cluster_client
 from colony.controllers.colony_shares import read_visibility
 from colony.controllers.context import OperatorContext, context_of
-from colony.controllers.loops import run_all
+from colony.controllers.job_pods import resource_version
+from colony.controllers.loops import first_error, gather_bounded, run_all
 from colony.kube.colony_clusters import ClusterAccessError
 from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, NotFound
 from colony.labels import ATTEMPT_LABEL, JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
@@ -211,26 +212,39 @@ async def _wandb_secret(
     return ref, str(value)
 
 
-async def _create_unless_present(target: Kube, manifest: Mapping[str, Any]) -> None:
-    """Create the object (POST: the API server's cheapest write); one that already exists is the
-    same object from an earlier run of this launch (a crash in between): names are fixed per attempt
-    and an attempt's objects never change, so it is kept as it is."""
+async def _create_unless_present(target: Kube, manifest: Mapping[str, Any]) -> int | None:
+    """Create the object (POST: the API server's cheapest write) and return its resourceVersion; one
+    that already exists is the same object from an earlier run of this launch (a crash in between):
+    names are fixed per attempt and an attempt's objects never change, so it is kept as it is."""
     with contextlib.suppress(Conflict):
-        await target.create(manifest, field_manager=FIELD_MANAGER)
+        return resource_version(await target.create(manifest, field_manager=FIELD_MANAGER))
+    return None
 
 
 async def _launch(
-    target: Kube, job: JobRef, spec: DDPJobSpec, attempt: int, wandb: SecretKeyReference | None
+    context: OperatorContext,
+    target: Kube,
+    job: JobRef,
+    spec: DDPJobSpec,
+    attempt: int,
+    wandb: SecretKeyReference | None,
 ) -> None:
     """Create the attempt's objects: the Service and PodGroup together, then every pod together (the
-    PodGroup exists before its pods; a crash in between is converged by the next launch)."""
+    PodGroup exists before its pods; a crash in between is converged by the next launch). The
+    newest pod's version is noted (JobPods): tracking trusts the pod watch once it has seen it."""
     rendered = render_ddpjob(job, spec, attempt=attempt, wandb_secret=wandb)
     first = [rendered.service, *([rendered.pod_group] if rendered.pod_group else [])]
     await run_all((_create_unless_present(target, manifest) for manifest in first), LAUNCH_CONCURRENCY)
-    await run_all((_create_unless_present(target, pod) for pod in rendered.pods), LAUNCH_CONCURRENCY)
+    created = await gather_bounded(
+        (_create_unless_present(target, pod) for pod in rendered.pods), LAUNCH_CONCURRENCY
+    )
+    context.job_pods.wrote(job.uid, max((v for v in created if isinstance(v, int)), default=None))
+    if (error := first_error(created)) is not None:
+        raise error
 
 
 async def _start_attempt(
+    context: OperatorContext,
     target: Kube,
     job: JobRef,
     spec: DDPJobSpec,
@@ -256,7 +270,7 @@ async def _start_attempt(
                     "data": {wandb.key: wandb_value},
                 }
             )
-        await _launch(target, job, spec, attempt, wandb)
+        await _launch(context, target, job, spec, attempt, wandb)
 
     try:
         await write()
@@ -313,7 +327,7 @@ async def start_ddpjob(
     attempt = int(status.get("attempt") or 0)
     parsed = on_reservation(parsed, reservation)
     job = JobRef(meta["name"], meta["namespace"], meta["uid"])
-    await _start_attempt(target, job, parsed, attempt, wandb, wandb_value, copy_secret=bool(colony))
+    await _start_attempt(context, target, job, parsed, attempt, wandb, wandb_value, copy_secret=bool(colony))
     patch.status.update(
         {
             "phase": "Scheduling",
@@ -376,7 +390,8 @@ async def track_ddpjob(
     target = await _target(context, colony_namespace, colony, status["cluster"])
     job = JobRef(meta["name"], meta["namespace"], meta["uid"])
     wandb = parsed.wandb_api_key_secret_ref
-    pods = await target.list("v1", "Pod", meta["namespace"], label_selector=f"{JOB_LABEL}={meta['name']}")
+    watch_key = (colony_namespace, colony, status["cluster"], meta["namespace"])
+    pods = await context.job_pods.pods(target, watch_key, meta["name"], meta["uid"])
     progress = job_progress(pods, parsed.parallelism, int(status.get("attempt") or 0), parsed.backoff_limit)
     started = parse_time(meta.get("creationTimestamp")) or datetime.now(UTC)
     if progress.phase not in TERMINAL_PHASES and expired(
@@ -404,11 +419,11 @@ async def track_ddpjob(
     update |= usage
     parsed = on_reservation(parsed, status)
     if progress.relaunch:
-        await _launch(target, job, parsed, progress.attempt, wandb)
+        await _launch(context, target, job, parsed, progress.attempt, wandb)
     if progress.restart:
         # The new attempt first, then the old pods go: a crash in between leaves pods of the newer
         # attempt, which the next observation takes as current.
-        await _launch(target, job, parsed, progress.attempt + 1, wandb)
+        await _launch(context, target, job, parsed, progress.attempt + 1, wandb)
         for pod in pods:
             if pod["metadata"]["labels"].get(ATTEMPT_LABEL) == str(progress.attempt):
                 await target.delete("v1", "Pod", pod["metadata"]["name"], meta["namespace"])
@@ -422,6 +437,7 @@ async def track_ddpjob(
     # Only what changed: most ticks change nothing, and an empty patch is not sent at all.
     patch.status.update({key: value for key, value in update.items() if status.get(key) != value})
     if progress.phase in TERMINAL_PHASES:
+        context.job_pods.forget(meta["uid"])
         await _after_finish(context, body, {**status, **update}, parsed, patch, logger)
 
 
@@ -572,6 +588,7 @@ async def delete_ddpjob(
     management cluster the job's Secrets stay: the user's own, or `<job>-wandb`, which the job owns
     (garbage-collected with it)."""
     metrics.forget_job(meta["namespace"], DDPJOB.kind, meta["name"])
+    context_of(memo).job_pods.forget(meta["uid"])
     if not status.get("cluster"):
         return
     left: list[str] | None = None  # what still exists in the cluster, once listed

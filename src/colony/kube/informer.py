@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from kubernetes_asyncio import client, watch
 
+from colony.kube.resources import Kube
 from colony.kube.timeouts import DEFAULT_TIMEOUTS, ApiTimeouts
 from colony.labels import LAST_HANDLED_ANNOTATION
 
@@ -143,7 +144,7 @@ class Informer:
         if deleted is not None and version is not None and version <= deleted:
             return
         if current is None or newer(obj, current):
-            api_version = f"{self.group}/{self.version}"
+            api_version = f"{self.group}/{self.version}" if self.group else self.version
             self._objects[key] = {"apiVersion": api_version, "kind": self.kind, **trimmed(obj)}
 
     def remove(self, obj: Mapping[str, Any]) -> None:
@@ -218,3 +219,77 @@ class Informer:
                 with contextlib.suppress(Exception):
                     await stream.close()
             version = stream.resource_version or version
+
+
+class SelectedInformer(Informer):
+    """The objects of any kind (core kinds too) in one namespace that match a label selector, kept
+    by LIST + WATCH through a `Kube` client; objects are stored as `view(object)` (what readers need).
+
+    Besides the objects it knows `seen_version`, the newest resourceVersion the API server has
+    delivered (list, event or bookmark): a writer that knows the version of its own write can tell
+    whether the objects already include it. `current` is False from a failed watch until the next
+    LIST is in (the objects may be stale meanwhile).
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        label_selector: str,
+        view: Callable[[Mapping[str, Any]], dict[str, Any]] = dict,
+        timeouts: ApiTimeouts = DEFAULT_TIMEOUTS,
+    ) -> None:
+        group, _, version = api_version.rpartition("/")
+        super().__init__(kube.api, group, version, "", kind, timeouts=timeouts)
+        self.kube, self.namespace, self.label_selector, self.view = kube, namespace, label_selector, view
+        self.seen_version = 0
+        self.current = False
+
+    def _saw(self, version: str | int | None) -> None:
+        text = str(version or "")
+        if text.isdigit():
+            self.seen_version = max(self.seen_version, int(text))
+
+    def put(self, obj: Mapping[str, Any]) -> None:
+        """Keep the view of `obj` (with its metadata's name, namespace and resourceVersion)."""
+        super().put(self.view(obj))
+
+    async def run(self) -> None:
+        """LIST, then WATCH from the list's version; LIST again whenever the watch fails."""
+        api_version = f"{self.group}/{self.version}" if self.group else self.version
+        while True:
+            try:
+                items, version = await self.kube.list_with_version(
+                    api_version, self.kind, self.namespace, label_selector=self.label_selector
+                )
+                self.replace(items)
+                self._saw(version)
+                self.current = True
+                self.synced.set()
+                while True:  # the server ends each watch after watch_s; resume from the last version
+                    events = self.kube.watch(
+                        api_version,
+                        self.kind,
+                        self.namespace,
+                        version,
+                        label_selector=self.label_selector,
+                        timeout_s=max(1, int(self.timeouts.watch_s)),
+                    )
+                    async for event_type, obj in until_stalled(events, self.timeouts.watch_stall_s):
+                        self.apply(event_type, obj)
+                        version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                        self._saw(version)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # the API server went away or expired our version: relist
+                self.current = False
+                log.warning(
+                    "%s %s watch in %s ended (%s); listing again",
+                    self.kind,
+                    self.label_selector,
+                    self.namespace,
+                    error,
+                )
+            await asyncio.sleep(RELIST_DELAY_S)

@@ -7,7 +7,8 @@ edits propagate, fields others own are left alone, and re-applying after a crash
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ FIELD_MANAGER = "colony-operator"
 MERGE_PATCH = "application/merge-patch+json"
 
 Object = dict[str, Any]
+Objects = list[Object]
 
 
 class KubeApiError(Exception):
@@ -152,20 +154,83 @@ class Kube:
         field_selector: str | None = None,
     ) -> list[Object]:
         """Objects of a kind, each with apiVersion and kind set (empty when the kind is not served)."""
-        query = [("labelSelector", label_selector)] if label_selector else []
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
         try:
-            result = await self._call(
-                "GET", await self._path(api_version, kind, None, namespace), query=query
+            items, _ = await self.list_with_version(
+                api_version, kind, namespace, label_selector=label_selector, field_selector=field_selector
             )
         except NotFound:
             return []
+        return items
+
+    async def list_with_version(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[Objects, str]:
+        """`list`, with the list's resourceVersion (where a watch of the same objects starts);
+        NotFound when the kind is not served."""
+        query = [("labelSelector", label_selector)] if label_selector else []
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        result = await self._call("GET", await self._path(api_version, kind, None, namespace), query=query)
         items: list[Object] = result.get("items", [])
         for item in items:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
-        return items
+        return items, str((result.get("metadata") or {}).get("resourceVersion") or "")
+
+    async def watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        resource_version: str,
+        *,
+        label_selector: str | None = None,
+        timeout_s: int = 60,
+    ) -> AsyncIterator[tuple[str, Object]]:
+        """The (type, object) events of a watch from `resource_version`, bookmarks included, each
+        line parsed once; ends when the server ends the watch (after `timeout_s`). An ERROR event
+        (e.g. 410 Gone: the version is too old) raises KubeApiError. The client's watch bound
+        (kube/timeouts.py) ends a stream silent for too long."""
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_s)),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        response = await self.api.call_api(
+            await self._path(api_version, kind, None, namespace),
+            "GET",
+            {},
+            query,
+            {"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+        )
+        try:
+            if response.status >= 400:
+                text = (await response.text())[:300]
+                error = {404: NotFound, 409: Conflict}.get(response.status, KubeApiError)
+                raise error(response.status, "WatchRefused", text)
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                event_type, obj = str(event.get("type")), event.get("object") or {}
+                if event_type == "ERROR":
+                    raise KubeApiError(
+                        int(obj.get("code") or 500), str(obj.get("reason")), str(obj.get("message"))
+                    )
+                yield event_type, obj
+        finally:
+            response.release()
 
     async def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
         """Request deletion (background propagation); False when the object was already gone."""

@@ -25,6 +25,7 @@ from colony.metrics.cost import (
 )
 from colony.metrics.reconcile import (
     EVENTS,
+    JOB_POD_READS,
     RECONCILE_DURATION,
     RECONCILE_ERRORS,
     RECONCILES,
@@ -32,6 +33,7 @@ from colony.metrics.reconcile import (
     instrument,
     instrument_handlers,
     observe_handler,
+    record_job_pod_read,
 )
 from colony.metrics.scheduling import (
     GPUS_ALLOCATED,
@@ -66,6 +68,7 @@ __all__ = [
     "GPUS_FREE",
     "JOB_COST",
     "JOB_GPU_HOURS",
+    "JOB_POD_READS",
     "PRICE_PER_HOUR",
     "QUEUE_ADMITTED",
     "QUEUE_PENDING",
@@ -85,6 +88,7 @@ __all__ = [
     "observe_teardown",
     "record_colony_cost",
     "record_gpus",
+    "record_job_pod_read",
     "record_job_usage",
     "record_queues",
     "serve",

@@ -32,6 +32,19 @@ RECONCILE_DURATION = Histogram(
     ["kind", "handler"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
 )
+JOB_POD_READS = Counter(
+    "colony_job_pod_reads_total",
+    "Reads of a DDPJob's worker pods by its tracking, by source: watch (the cluster's pod watch) or "
+    "list (a LIST, while the watch is starting, failing or has not yet delivered the job's launch).",
+    ["source"],
+)
+
+
+def record_job_pod_read(source: str) -> None:
+    """One read of a job's pods from `source` (watch or list)."""
+    JOB_POD_READS.labels(source=source).inc()
+
+
 EVENTS = Counter(
     "colony_events_total",
     "Kubernetes Events the operator posted, by the involved object's kind, reason and type.",
