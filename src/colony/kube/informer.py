@@ -259,6 +259,7 @@ class SelectedInformer(Informer):
     async def run(self) -> None:
         """LIST, then WATCH from the list's version; LIST again whenever the watch fails."""
         api_version = f"{self.group}/{self.version}" if self.group else self.version
+        failures = 0
         while True:
             try:
                 items, version = await self.kube.list_with_version(
@@ -268,6 +269,7 @@ class SelectedInformer(Informer):
                 self._saw(version)
                 self.current = True
                 self.synced.set()
+                failures = 0
                 while True:  # the server ends each watch after watch_s; resume from the last version
                     events = self.kube.watch(
                         api_version,
@@ -285,11 +287,14 @@ class SelectedInformer(Informer):
                 raise
             except Exception as error:  # the API server went away or expired our version: relist
                 self.current = False
-                log.warning(
+                failures += 1
+                log.log(
+                    logging.WARNING if failures == 1 else logging.DEBUG,
                     "%s %s watch in %s ended (%s); listing again",
                     self.kind,
                     self.label_selector,
                     self.namespace,
                     error,
                 )
-            await asyncio.sleep(RELIST_DELAY_S)
+            # an unreachable server is retried less and less often (1 s doubling to 32 s)
+            await asyncio.sleep(RELIST_DELAY_S * 2 ** min(max(failures - 1, 0), 5))
