@@ -89,3 +89,22 @@ def test_the_informer_stores_views_and_the_newest_version_seen() -> None:
     informer._saw("not-a-number")
     informer._saw(3)
     assert informer.seen_version == 15
+
+
+def test_the_informer_keeps_pods_by_job_through_changes_deletions_and_relists() -> None:
+    informer = SelectedInformer(
+        Kube(object()), "v1", "Pod", "ns", "l=v", view=pod_view, index_label=JOB_LABEL
+    )  # type: ignore[arg-type]
+    first, second = _pod("j-0", "Pending", "1"), _pod("k-0", "Pending", "2")
+    second["metadata"]["labels"][JOB_LABEL] = "k"
+    informer.apply("ADDED", first)
+    informer.apply("ADDED", second)
+    assert [p["metadata"]["name"] for p in informer.labelled("j")] == ["j-0"]
+    assert [p["metadata"]["name"] for p in informer.labelled("k")] == ["k-0"]
+    informer.apply("MODIFIED", _pod("j-0", "Running", "3"))
+    assert informer.labelled("j")[0]["status"]["phase"] == "Running"
+    informer.apply("DELETED", _pod("j-0", "Running", "4"))
+    assert informer.labelled("j") == [] and informer._keys_by_value.keys() == {"k"}
+    informer.replace([_pod("j-1", "Pending", "5")])  # a relist: k-0 is gone, j-1 is new
+    assert [p["metadata"]["name"] for p in informer.labelled("j")] == ["j-1"]
+    assert informer.labelled("k") == [] and informer._keys_by_value.keys() == {"j"}

@@ -1,6 +1,6 @@
 """DDPJob handlers: place the job on a colony cluster (or the management cluster), create its
 Service, PodGroup and worker pods there, follow the workers, restart the whole gang on a failure,
-and clean up on deletion. Never blocks: waiting is a TemporaryError or the next timer tick."""
+and clean up on deletion. Never blocks: waiting is a TemporaryError or the next tracking step."""
 
 from __future__ import annotations
 
@@ -52,6 +52,10 @@ from colony.status.ddpjob import TERMINAL_PHASES, JobProgress, job_progress
 from colony.timefmt import parse_time
 
 TRACK_INTERVAL_S = 0.5
+TRACK_BACKOFF_MAX_S = 30.0
+"""The longest pause after failed tracking steps (0.5 s doubling)."""
+TRACK_CANCELLATION_S = 10.0
+"""A tracking step still running this long after its job's deletion or the operator's exit is cancelled."""
 SETTLE_AFTER_S = 5.0
 """A finished job whose ephemeral colony still runs other jobs leaves its teardown to the last of
 them, once it has been finished this long (so that two jobs finishing at once cannot both leave it
@@ -353,9 +357,9 @@ async def start_ddpjob(
 
 
 def needs_tracking(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
-    """Whether a job's timer runs: not once the job finished, its follow-up is done (settledAt) and
+    """Whether a job is tracked (its daemon runs): not once the job finished, its follow-up is done (settledAt) and
     no ttlSecondsAfterFinished is left to wait for. kopf re-checks this on every change of the job
-    and stops the timer when it turns False: a finished job costs no ticks, calls or log lines."""
+    and stops the daemon when it turns False: a finished job costs no ticks, calls or log lines."""
     return not (
         status.get("phase") in TERMINAL_PHASES
         and status.get("settledAt")
@@ -363,29 +367,87 @@ def needs_tracking(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
     )
 
 
-@kopf.timer(DDPJOB.group, DDPJOB.version, DDPJOB.plural, interval=TRACK_INTERVAL_S, when=needs_tracking)
+@kopf.daemon(
+    DDPJOB.group,
+    DDPJOB.version,
+    DDPJOB.plural,
+    when=needs_tracking,
+    cancellation_timeout=TRACK_CANCELLATION_S,
+)
+@metrics.observes_itself
 async def track_ddpjob(
-    body: kopf.Body,
-    spec: kopf.Spec,
-    status: kopf.Status,
-    meta: kopf.Meta,
-    patch: kopf.Patch,
-    memo: kopf.Memo,
-    logger: Logger,
-    **kwargs: Any,
+    body: kopf.Body, memo: kopf.Memo, logger: Logger, stopped: kopf.DaemonStopped, **_: Any
 ) -> None:
-    """Follow the current attempt's pods; restart the gang on a failure; after the end, only tear down
-    an ephemeral colony and expire the job (ttlSecondsAfterFinished), then stop (needs_tracking)."""
+    """Follow the job while it needs it (needs_tracking): one tracking step every TRACK_INTERVAL_S,
+    each counted and timed as a `track_ddpjob` reconcile; returns once the job is settled.
+
+    A daemon, not a kopf timer: one coroutine that sleeps between steps, where a timer cost a kopf
+    handler cycle and a log line per job and tick. Each step writes only what changed, and reads the
+    newest version it knows (kopf's live body, or the answer to its own last write when the watch
+    has not delivered that yet). A failing step is logged and retried after a growing pause."""
     context = context_of(memo)
+    written: Mapping[str, Any] | None = None
+    failures = 0
+    while not stopped:
+        job = _fresher(body, written)
+        patch = kopf.Patch()
+        try:
+            with metrics.observe_handler(DDPJOB.kind, "track_ddpjob"):
+                done = await _track_step(context, job, patch, logger, stopped)
+                if patch.get("status"):
+                    meta = job["metadata"]
+                    written = await context.kube.patch_status(
+                        DDPJOB.api_version,
+                        DDPJOB.kind,
+                        meta["name"],
+                        meta["namespace"],
+                        dict(patch["status"]),
+                    )
+        except NotFound:
+            return  # the job is gone
+        except Exception as failure:  # a failing step never ends the tracking (issue 17)
+            failures += 1
+            logger.warning("tracking step failed (%s: %s); retrying", type(failure).__name__, failure)
+            await stopped.wait(min(TRACK_INTERVAL_S * 2**failures, TRACK_BACKOFF_MAX_S))
+            continue
+        failures = 0
+        if done:
+            return
+        await stopped.wait(TRACK_INTERVAL_S)
+
+
+def _fresher(body: Mapping[str, Any], written: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The newer of kopf's live body and the object our last status write returned (a shallow
+    copy: kopf replaces the live body's content on each event, it never changes it in place)."""
+    newest = written if written is not None and _version(written) > _version(body) else body
+    return dict(newest)
+
+
+def _version(obj: Mapping[str, Any]) -> int:
+    text = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return int(text) if text.isdigit() else -1
+
+
+async def _track_step(
+    context: OperatorContext,
+    body: dict[str, Any],
+    patch: kopf.Patch,
+    logger: Logger,
+    stopped: kopf.DaemonStopped,
+) -> bool:
+    """Follow the current attempt's pods; restart the gang on a failure; after the end, only tear down
+    an ephemeral colony and expire the job (ttlSecondsAfterFinished). True when nothing is left to
+    follow (settled without a TTL, or expired)."""
+    spec, status, meta = body.get("spec") or {}, body.get("status") or {}, body["metadata"]
     parsed = DDPJobSpec.model_validate(dict(spec))
     if status.get("phase") in TERMINAL_PHASES:
-        if status.get("settledAt"):  # only the TTL is left: one wait for it, not a tick every 0.5 s
-            await _expire_when_due(context, body, status, parsed, kwargs["stopped"])
-        else:
-            await _after_finish(context, body, status, parsed, patch, logger)
-        return
+        if status.get("settledAt"):  # only the TTL is left: one wait for it, not a step every 0.5 s
+            await _expire_when_due(context, body, status, parsed, stopped)
+            return True
+        await _after_finish(context, body, status, parsed, patch, logger)
+        return bool(patch.status.get("settledAt")) and parsed.ttl_seconds_after_finished is None
     if status.get("phase") in ("Pending", None) or not status.get("cluster"):
-        return
+        return False
     colony_namespace, colony = _job_colony(meta, status)
     target = await _target(context, colony_namespace, colony, status["cluster"])
     job = JobRef(meta["name"], meta["namespace"], meta["uid"])
@@ -439,6 +501,7 @@ async def track_ddpjob(
     if progress.phase in TERMINAL_PHASES:
         context.job_pods.forget(meta["uid"])
         await _after_finish(context, body, {**status, **update}, parsed, patch, logger)
+    return False
 
 
 def _usage(
@@ -487,7 +550,7 @@ async def _active_jobs(context: OperatorContext, namespace: str, colony: str, ex
 
 async def _after_finish(
     context: OperatorContext,
-    body: kopf.Body,
+    body: Mapping[str, Any],
     status: Mapping[str, Any],
     spec: DDPJobSpec,
     patch: kopf.Patch,
@@ -510,7 +573,7 @@ async def _after_finish(
 
 async def _colony_follow_up(
     context: OperatorContext,
-    body: kopf.Body,
+    body: Mapping[str, Any],
     status: Mapping[str, Any],
     patch: kopf.Patch,
     finished: datetime,
@@ -541,7 +604,7 @@ async def _colony_follow_up(
     return active > 0 and (now - finished).total_seconds() >= SETTLE_AFTER_S
 
 
-async def _expire(context: OperatorContext, body: kopf.Body, spec: DDPJobSpec) -> None:
+async def _expire(context: OperatorContext, body: Mapping[str, Any], spec: DDPJobSpec) -> None:
     """Delete the job: its ttlSecondsAfterFinished elapsed."""
     meta = body["metadata"]
     if not meta.get("deletionTimestamp"):
@@ -551,12 +614,12 @@ async def _expire(context: OperatorContext, body: kopf.Body, spec: DDPJobSpec) -
 
 async def _expire_when_due(
     context: OperatorContext,
-    body: kopf.Body,
+    body: Mapping[str, Any],
     status: Mapping[str, Any],
     spec: DDPJobSpec,
     stopped: kopf.DaemonStopped,
 ) -> None:
-    """A settled job with a TTL: wait for it (unless the timer is stopped first), then delete the job."""
+    """A settled job with a TTL: wait for it (unless the daemon is stopped first), then delete the job."""
     if spec.ttl_seconds_after_finished is None:
         return
     finished = parse_time(status.get("completionTime")) or datetime.now(UTC)

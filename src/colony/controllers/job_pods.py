@@ -110,11 +110,7 @@ class JobPods:
         informer = watch.informer
         if covers(informer.current, informer.seen_version, self._written.get(job_uid)):
             metrics.record_job_pod_read("watch")
-            return [
-                pod
-                for pod in informer.objects()
-                if (pod["metadata"].get("labels") or {}).get(JOB_LABEL) == job_name
-            ]
+            return informer.labelled(job_name)
         metrics.record_job_pod_read("list")
         return await target.list("v1", "Pod", key[3], label_selector=f"{JOB_LABEL}={job_name}")
 
@@ -137,6 +133,7 @@ class JobPods:
                 f"{MANAGED_BY_LABEL}={MANAGED_BY}",
                 view=pod_view,
                 timeouts=self.timeouts,
+                index_label=JOB_LABEL,
             )
             task = asyncio.create_task(informer.run(), name=f"job-pods-{'/'.join(key)}")
             watch = self._watches[key] = _Watch(informer, task, now, now)

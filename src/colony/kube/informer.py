@@ -240,12 +240,48 @@ class SelectedInformer(Informer):
         label_selector: str,
         view: Callable[[Mapping[str, Any]], dict[str, Any]] = dict,
         timeouts: ApiTimeouts = DEFAULT_TIMEOUTS,
+        index_label: str | None = None,
     ) -> None:
+        """`index_label`: the objects are also kept by that label's value (`labelled`)."""
         group, _, version = api_version.rpartition("/")
         super().__init__(kube.api, group, version, "", kind, timeouts=timeouts)
         self.kube, self.namespace, self.label_selector, self.view = kube, namespace, label_selector, view
+        self.index_label = index_label
+        self._keys_by_value: dict[str, set[str]] = {}
+        self._value_of_key: dict[str, str] = {}
         self.seen_version = 0
         self.current = False
+
+    def labelled(self, value: str) -> list[dict[str, Any]]:
+        """The objects whose `index_label` is `value`."""
+        return [self._objects[key] for key in self._keys_by_value.get(value, ())]
+
+    def _index(self, key: str) -> None:
+        if self.index_label is None:
+            return
+        old = self._value_of_key.pop(key, None)
+        if old is not None:
+            keys = self._keys_by_value[old]
+            keys.discard(key)
+            if not keys:
+                del self._keys_by_value[old]
+        stored = self._objects.get(key)
+        value = ((stored or {}).get("metadata", {}).get("labels") or {}).get(self.index_label)
+        if value is not None:
+            self._value_of_key[key] = value
+            self._keys_by_value.setdefault(value, set()).add(key)
+
+    def remove(self, obj: Mapping[str, Any]) -> None:
+        """The object was deleted (at `obj`'s version)."""
+        super().remove(obj)
+        self._index(object_key(obj))
+
+    def replace(self, items: list[dict[str, Any]]) -> None:
+        """A fresh LIST: exactly these objects."""
+        super().replace(items)
+        self._keys_by_value, self._value_of_key = {}, {}
+        for key in self._objects:
+            self._index(key)
 
     def _saw(self, version: str | int | None) -> None:
         text = str(version or "")
@@ -255,6 +291,7 @@ class SelectedInformer(Informer):
     def put(self, obj: Mapping[str, Any]) -> None:
         """Keep the view of `obj` (with its metadata's name, namespace and resourceVersion)."""
         super().put(self.view(obj))
+        self._index(object_key(obj))
 
     async def run(self) -> None:
         """LIST, then WATCH from the list's version; LIST again whenever the watch fails."""

@@ -33,6 +33,7 @@ from colony.metrics.reconcile import (
     instrument,
     instrument_handlers,
     observe_handler,
+    observes_itself,
     record_job_pod_read,
 )
 from colony.metrics.scheduling import (
@@ -86,6 +87,7 @@ __all__ = [
     "instrument_handlers",
     "observe_handler",
     "observe_teardown",
+    "observes_itself",
     "record_colony_cost",
     "record_gpus",
     "record_job_pod_read",

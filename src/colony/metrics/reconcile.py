@@ -10,7 +10,7 @@ import functools
 import inspect
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 from prometheus_client import Counter, Histogram
@@ -72,6 +72,16 @@ def observe_handler(kind: str, handler: str) -> Iterator[None]:
     finally:
         RECONCILES.labels(kind, handler, result).inc()
         RECONCILE_DURATION.labels(kind, handler).observe(time.perf_counter() - started)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def observes_itself(fn: F) -> F:
+    """Mark a handler that counts and times its own steps with observe_handler (a daemon that loops:
+    one run of it would be one reconcile lasting the object's life): instrument leaves it as it is."""
+    setattr(fn, _INSTRUMENTED, True)
+    return fn
 
 
 def instrument(fn: Callable[..., Any], kind: str, handler: str) -> Callable[..., Any]:
