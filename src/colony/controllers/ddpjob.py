@@ -357,9 +357,10 @@ async def start_ddpjob(
 
 
 def needs_tracking(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
-    """Whether a job is tracked (its daemon runs): not once the job finished, its follow-up is done (settledAt) and
-    no ttlSecondsAfterFinished is left to wait for. kopf re-checks this on every change of the job
-    and stops the daemon when it turns False: a finished job costs no ticks, calls or log lines."""
+    """Whether a job is tracked (its daemon runs): not once the job finished, its follow-up is done
+    (settledAt) and no ttlSecondsAfterFinished is left to wait for. kopf re-checks this on every
+    change of the job and stops the daemon when it turns False: a finished job costs no steps,
+    calls or log lines."""
     return not (
         status.get("phase") in TERMINAL_PHASES
         and status.get("settledAt")
