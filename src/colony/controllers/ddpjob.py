@@ -396,16 +396,9 @@ async def track_ddpjob(
             with metrics.observe_handler(DDPJOB.kind, "track_ddpjob"):
                 done = await _track_step(context, job, patch, logger, stopped)
                 if patch.get("status"):
-                    meta = job["metadata"]
-                    written = await context.kube.patch_status(
-                        DDPJOB.api_version,
-                        DDPJOB.kind,
-                        meta["name"],
-                        meta["namespace"],
-                        dict(patch["status"]),
-                    )
-        except NotFound:
-            return  # the job is gone
+                    written = await _write_status(context, job, patch)
+                    if written is None:
+                        return  # the job is gone
         except Exception as failure:  # a failing step never ends the tracking (issue 17)
             failures += 1
             logger.warning("tracking step failed (%s: %s); retrying", type(failure).__name__, failure)
@@ -415,6 +408,19 @@ async def track_ddpjob(
         if done:
             return
         await stopped.wait(TRACK_INTERVAL_S)
+
+
+async def _write_status(
+    context: OperatorContext, job: Mapping[str, Any], patch: kopf.Patch
+) -> dict[str, Any] | None:
+    """Merge-patch the step's status changes; the job as written, None when it no longer exists."""
+    meta = job["metadata"]
+    try:
+        return await context.kube.patch_status(
+            DDPJOB.api_version, DDPJOB.kind, meta["name"], meta["namespace"], dict(patch["status"])
+        )
+    except NotFound:
+        return None
 
 
 def _fresher(body: Mapping[str, Any], written: Mapping[str, Any] | None) -> dict[str, Any]:
