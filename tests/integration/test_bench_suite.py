@@ -38,8 +38,9 @@ def test_tiny_suite_prints_tables_and_stores_results(tmp_path: Path) -> None:
     assert scheduler["pure ms"] > 0 and scheduler["compiled ms"] > 0
 
     quality = {row["policy"]: row for row in tables["quality"]["rows"]}
-    assert set(quality) == {"fifo", "priority", "default", "shortest"}
+    assert set(quality) == {"fifo", "priority", "default", "shortest", "sjf"}
     assert quality["default"]["avg wait s"] < quality["fifo"]["avg wait s"]
+    assert quality["sjf"]["avg wait s"] < quality["fifo"]["avg wait s"]
     assert quality["fifo"]["wait vs FIFO"] == "1.00x"
 
     operator, baseline = tables["teardown"]["rows"]
