@@ -757,3 +757,42 @@ def test_backoff_doubles_up_to_its_cap_and_a_new_version_or_a_clean_pass_resets_
     assert tracker.get("k") is not None
     tracker.end_pass(4.0)  # one that started after its backoff was over (and it did not fail): reset
     assert tracker.get("k") is None and len(tracker) == 0
+
+
+class _ColonyKube(_Kube):
+    """A management cluster holding one Colony `pool/pool` (being deleted) with an existing cluster."""
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+        if kind != "Colony":
+            return None
+        cluster = {"clusterName": "c", "existing": {"kubeconfigSecretRef": {"name": "pool-kubeconfig"}}}
+        return {
+            "apiVersion": api_version,
+            "kind": "Colony",
+            "metadata": {"name": name, "namespace": namespace, "uid": "u", "deletionTimestamp": "now"},
+            "spec": {"k8sVersion": "v1.31.0", "colonyClusters": [cluster]},
+        }
+
+
+class _Clients:
+    """Colony cluster clients: every kubeconfig Secret gives `cluster`."""
+
+    def __init__(self, cluster: _Cluster) -> None:
+        self.cluster = cluster
+
+    async def client(self, namespace: str, secret: str, key: str = "value") -> Any:
+        return self.cluster
+
+
+async def test_a_request_released_while_its_colony_is_deleted_takes_its_label_off_directly() -> None:
+    # The pass did not read the colony (it is being deleted): the label is taken off through the
+    # cluster's own client, not recorded in a ledger that the deletion may already have read.
+    kube, cluster = _ColonyKube(), _Cluster()
+    unused: Any = None
+    context = OperatorContext(
+        ("team",), OperatorSettings(), cast(Any, kube), cast(Any, _Clients(cluster)), (), unused, unused
+    )
+    gpr = _gpr("done", phase="Ready", colony="pool/pool", nodes=[{"cluster": "c", "node": "n", "gpus": 1}])
+    await release_on_delete(context, gpr)
+    assert cluster.labels == [{reservation_label("team/done"): None}]
+    assert not [p for p in kube.object_patches if p[0] == "Colony"]  # nothing left for a ledger

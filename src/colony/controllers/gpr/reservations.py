@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from colony.api import COLONY
-from colony.controllers.gpr.world import UNREACHABLE, World
+from colony.controllers.cluster_access import cluster_client
+from colony.controllers.gpr.world import CLUSTER_READ_TIMEOUT_S, UNREACHABLE, World
 from colony.controllers.gpr.writes import (
     backing_off,
     event,
@@ -70,6 +71,9 @@ async def unlabel(context: OperatorContext, world: World, gpr: Mapping[str, Any]
     colony = str((gpr.get("status") or {}).get("colony") or "")
     if not left or "/" not in colony:
         return
+    left = await _unlabel_unread(context, world, gpr, left)
+    if not left:
+        return
     nodes = [entry.split(" (", 1)[0] for entry in left]
     key, value = ledger_entry(reservation_label(request_key(gpr)), nodes)
     namespace, name = colony.split("/", 1)
@@ -89,6 +93,36 @@ async def unlabel(context: OperatorContext, world: World, gpr: Mapping[str, Any]
             colony,
             error,
         )
+
+
+async def _unlabel_unread(
+    context: OperatorContext, world: World, gpr: Mapping[str, Any], left: list[str]
+) -> list[str]:
+    """Take the label off the nodes of clusters this pass did not read (its colony was not in play:
+    being deleted, or its cluster no longer Ready in its status) through the cluster's own client,
+    within CLUSTER_READ_TIMEOUT_S; returns what is still left. Without this a request released
+    while its colony is being deleted records its label in a ledger that the colony's deletion may
+    already have read, and the label stays on the node of an existing cluster for good."""
+    status = gpr.get("status") or {}
+    colony = str(status.get("colony"))
+    namespace, name = colony.split("/", 1)
+    label = reservation_label(request_key(gpr))
+    still: list[str] = []
+    for entry in left:
+        node = entry.split(" (", 1)[0]
+        if not entry.endswith("(cluster not readable)"):
+            still.append(entry)
+            continue
+        cluster, node_name = node.split("/", 1)
+        try:
+            async with asyncio.timeout(CLUSTER_READ_TIMEOUT_S):
+                kube = await cluster_client(context, namespace, name, cluster, world.colonies.get(colony))
+                await kube.patch_labels("v1", "Node", node_name, None, {label: None})
+        except NotFound:
+            continue  # the node is gone, and its label with it
+        except Exception as error:  # any error class: the ledger is the fallback (unlabel)
+            still.append(f"{node} ({type(error).__name__})")
+    return still
 
 
 async def finish_admissions(
