@@ -21,7 +21,7 @@ from colony.scheduling.queueing.model import (
     RunningRequest,
     Snapshot,
 )
-from colony.scheduling.queueing.ordering import serve_order
+from colony.scheduling.queueing.ordering import effective_priority, priority_ladder, serve_order
 from colony.scheduling.queueing.sjf import gpu_time, sjf_rank
 from colony.simulate import SimCluster, TraceJob, replay
 from colony.simulate.metrics import compute_metrics
@@ -103,8 +103,12 @@ def test_nothing_starts_behind_a_reserved_head_even_what_easy_backfill_lets_thro
 @SETTINGS
 @given(snapshots(orders=("sjf",)))
 def test_sjf_backfills_only_around_the_heads_of_higher_priorities(s: Snapshot) -> None:
+    # higher effective priorities: with aging across priorities a long-waiting request competes at
+    # the level it reached (ordering.effective_priority), as the scheduler core ranks it
     d = schedule(s)
-    priority = {r.key: r.priority for r in s.pending}
+    ladder = priority_ladder([r.priority for r in s.pending] + [v.request.priority for v in s.running])
+    level = effective_priority(ladder, s.now_s, s.aging_s)
+    priority = {r.key: level(r) if level is not None else r.priority for r in s.pending}
     for admit in d.admitted:
         if admit.backfilled:
             assert any(priority[key] > priority[admit.key] for key in d.reserved), admit
