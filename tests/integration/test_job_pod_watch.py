@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from colony.controllers.job_pods import JobPods, WatchKey, resource_version
+from colony.controllers.job_pods import JobPods, WatchKey
 from colony.devenv.cluster import LocalCluster
+from colony.kube.informer import resource_version
 from colony.kube.resources import Kube
 from colony.labels import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from tests.faultproxy import FaultProxy

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from colony.controllers.job_pods import JobPods, covers, pod_view, resource_version
-from colony.kube.informer import SelectedInformer
+from colony.controllers.job_pods import JobPods, covers, pod_view
+from colony.kube.informer import SelectedInformer, resource_version
 from colony.kube.resources import Kube
 from colony.labels import ATTEMPT_LABEL, JOB_LABEL
 from colony.status.ddpjob import job_progress

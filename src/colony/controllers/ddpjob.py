@@ -23,9 +23,9 @@ from colony.controllers.acceptance import accept_spec
 from colony.controllers.cluster_access import MANAGEMENT, cluster_client
 from colony.controllers.colony_shares import read_visibility
 from colony.controllers.context import OperatorContext, context_of
-from colony.controllers.job_pods import resource_version
 from colony.controllers.loops import first_error, gather_bounded, run_all
 from colony.kube.colony_clusters import ClusterAccessError
+from colony.kube.informer import newer, resource_version
 from colony.kube.resources import FIELD_MANAGER, Conflict, Kube, NotFound
 from colony.labels import ATTEMPT_LABEL, JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from colony.render.ddpjob import JobRef, render_ddpjob
@@ -426,13 +426,8 @@ async def _write_status(
 def _fresher(body: Mapping[str, Any], written: Mapping[str, Any] | None) -> dict[str, Any]:
     """The newer of kopf's live body and the object our last status write returned (a shallow
     copy: kopf replaces the live body's content on each event, it never changes it in place)."""
-    newest = written if written is not None and _version(written) > _version(body) else body
+    newest = written if written is not None and not newer(body, written) else body
     return dict(newest)
-
-
-def _version(obj: Mapping[str, Any]) -> int:
-    text = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-    return int(text) if text.isdigit() else -1
 
 
 async def _track_step(

@@ -67,12 +67,6 @@ def covers(informer_current: bool, seen_version: int, written_version: int | Non
     return informer_current and (written_version is None or seen_version >= written_version)
 
 
-def resource_version(obj: Mapping[str, Any] | None) -> int | None:
-    """An object's resourceVersion as an integer (etcd revision); None when it has none."""
-    text = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
-    return int(text) if text.isdigit() else None
-
-
 @dataclass
 class _Watch:
     informer: SelectedInformer

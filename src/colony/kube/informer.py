@@ -53,14 +53,15 @@ async def until_stalled(events: AsyncIterable[T], stall_s: float) -> AsyncIterat
         yield item
 
 
-def _version(obj: Mapping[str, Any]) -> int | None:
-    value = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+def resource_version(obj: Mapping[str, Any] | None) -> int | None:
+    """An object's resourceVersion as an integer (an etcd revision); None when it has none."""
+    value = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
     return int(value) if value.isdigit() else None
 
 
 def newer(candidate: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
     """Whether `candidate` is at least as new as `current` (two versions of one object)."""
-    a, b = _version(candidate), _version(current)
+    a, b = resource_version(candidate), resource_version(current)
     return a is None or b is None or a >= b
 
 
@@ -140,7 +141,7 @@ class Informer:
         """Keep `obj` (trimmed) unless a newer version of it (or its deletion) is known."""
         key = object_key(obj)
         current = self._objects.get(key)
-        deleted, version = self._deleted.get(key), _version(obj)
+        deleted, version = self._deleted.get(key), resource_version(obj)
         if deleted is not None and version is not None and version <= deleted:
             return
         if current is None or newer(obj, current):
@@ -154,7 +155,7 @@ class Informer:
         if current is not None and not newer(obj, current):
             return  # a later version was seen: the object was created again
         self._objects.pop(key, None)
-        if (version := _version(obj)) is not None:
+        if (version := resource_version(obj)) is not None:
             self._deleted[key] = version
 
     def apply(self, event_type: str, obj: Mapping[str, Any]) -> None:
