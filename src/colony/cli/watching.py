@@ -7,8 +7,7 @@ a change is printed as soon as the API server sends it, nothing polls.
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,20 +60,6 @@ async def _request(kube: Kube, path: str, query: list[tuple[str, str]]) -> Any:
     )
 
 
-async def _raise_for_status(response: Any) -> None:
-    from colony.kube.resources import KubeApiError, NotFound
-
-    if response.status < 400:
-        return
-    body = await response.text()
-    try:
-        data = json.loads(body)
-    except ValueError:
-        data = {"message": body[:300]}
-    error = NotFound if response.status == 404 else KubeApiError
-    raise error(response.status, str(data.get("reason", "")), str(data.get("message", data)))
-
-
 def _typed(items: list[dict[str, Any]], resource: ResourceDefinition) -> list[dict[str, Any]]:
     for item in items:
         item.setdefault("apiVersion", resource.api_version)
@@ -86,9 +71,11 @@ async def list_objects(
     kube: Kube, resource: ResourceDefinition, namespace: str | None, field_selector: str | None = None
 ) -> tuple[list[dict[str, Any]], str]:
     """(objects, the list's resourceVersion) of one namespace or, with None, all namespaces."""
+    from colony.kube.resources import raise_for_status
+
     response = await _request(kube, collection_path(resource, namespace), _query(field_selector))
     try:
-        await _raise_for_status(response)
+        await raise_for_status(response)
         data = await response.json(content_type=None)
     finally:
         response.release()
@@ -104,6 +91,8 @@ async def watch_events(
 ) -> AsyncIterator[Event]:
     """Every change after `resource_version`, forever (reopening the stream after its timeout; after a
     410 Gone, a fresh list is sent as MODIFIED events)."""
+    from colony.kube.resources import KubeApiError, raise_for_status, watch_stream
+
     version = resource_version
     path = collection_path(resource, namespace)
     while True:
@@ -117,23 +106,16 @@ async def watch_events(
         response = await _request(kube, path, query)
         expired = False
         try:
-            await _raise_for_status(response)
-            async for line in response.content:
-                if not line.strip():
-                    continue
-                raw: Mapping[str, Any] = json.loads(line)
-                obj = dict(raw.get("object") or {})
-                if raw.get("type") == "ERROR":
-                    if obj.get("code") == GONE:
-                        expired = True
-                        break
-                    from colony.kube.resources import KubeApiError
-
-                    raise KubeApiError(int(obj.get("code") or 500), "WatchError", str(obj.get("message")))
+            await raise_for_status(response)
+            async for event_type, obj in watch_stream(response):
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                if raw.get("type") == "BOOKMARK":
+                if event_type == "BOOKMARK":
                     continue
-                yield Event(str(raw.get("type")), _typed([obj], resource)[0])
+                yield Event(event_type, _typed([obj], resource)[0])
+        except KubeApiError as error:
+            if error.status != GONE:
+                raise
+            expired = True
         finally:
             response.release()
         if expired:

@@ -42,6 +42,35 @@ class Conflict(KubeApiError):
     """409: the object changed since it was read (or already exists)."""
 
 
+async def raise_for_status(response: Any) -> None:
+    """For an error answer (an aiohttp response), NotFound (404), Conflict (409) or KubeApiError
+    with the reason and message of its body."""
+    if response.status < 400:
+        return
+    body = await response.text()
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = {"message": body[:300]}
+    error = {404: NotFound, 409: Conflict}.get(response.status, KubeApiError)
+    raise error(response.status, str(data.get("reason", "")), str(data.get("message", data)))
+
+
+async def watch_stream(response: Any) -> AsyncIterator[tuple[str, Object]]:
+    """The (type, object) events of an open watch answer, bookmarks included, each line parsed once;
+    an ERROR event (e.g. 410 Gone: the version is too old) raises KubeApiError with its code."""
+    async for line in response.content:
+        if not line.strip():
+            continue
+        event = json.loads(line)
+        event_type, obj = str(event.get("type")), dict(event.get("object") or {})
+        if event_type == "ERROR":
+            raise KubeApiError(
+                int(obj.get("code") or 500), str(obj.get("reason") or "WatchError"), str(obj.get("message"))
+            )
+        yield event_type, obj
+
+
 @dataclass
 class _LabelBatch:
     """Label changes for one object waiting for its next patch, and who waits for it."""
@@ -215,20 +244,9 @@ class Kube:
             _return_http_data_only=True,
         )
         try:
-            if response.status >= 400:
-                text = (await response.text())[:300]
-                error = {404: NotFound, 409: Conflict}.get(response.status, KubeApiError)
-                raise error(response.status, "WatchRefused", text)
-            async for line in response.content:
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                event_type, obj = str(event.get("type")), event.get("object") or {}
-                if event_type == "ERROR":
-                    raise KubeApiError(
-                        int(obj.get("code") or 500), str(obj.get("reason")), str(obj.get("message"))
-                    )
-                yield event_type, obj
+            await raise_for_status(response)
+            async for event in watch_stream(response):
+                yield event
         finally:
             response.release()
 
