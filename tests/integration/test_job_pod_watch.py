@@ -6,7 +6,6 @@ half-open stops being trusted and recovers; an unread watch is stopped."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from typing import Any
 
@@ -19,7 +18,7 @@ from colony.kube.informer import resource_version
 from colony.kube.resources import Kube
 from colony.labels import JOB_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 from tests.faultproxy import FaultProxy
-from tests.integration.test_api_timeouts import SHORT, kube, proxy  # noqa: F401  (fixtures)
+from tests.integration.test_api_timeouts import SHORT, _wait_for, kube, proxy  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.integration
 
@@ -38,15 +37,6 @@ def _pod(name: str, namespace: str, job: str | None) -> dict[str, Any]:
     }
 
 
-async def _until(predicate: Any, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
-
 async def test_tracking_reads_the_watch_once_it_has_the_launch_and_lists_before(
     kube: Kube,  # noqa: F811
     proxy: FaultProxy,  # noqa: F811
@@ -61,7 +51,7 @@ async def test_tracking_reads_the_watch_once_it_has_the_launch_and_lists_before(
         assert await pods.pods(kube, key, job, "uid-1") == []  # the watch is not current yet: a LIST
         assert _reads("list") == lists + 1
         watch = pods._watches[key]
-        assert await _until(lambda: watch.informer.current, 10)
+        assert await _wait_for(lambda: watch.informer.current, 10)
 
         # A launch: the job's pod, another job's pod, and a pod of ours without a job label.
         created = await kube.create(_pod(f"{job}-0", namespace, job))
@@ -73,7 +63,7 @@ async def test_tracking_reads_the_watch_once_it_has_the_launch_and_lists_before(
         assert [p["metadata"]["name"] for p in seen] == [f"{job}-0"]
 
         watched = _reads("watch")
-        assert await _until(lambda: watch.informer.seen_version >= (resource_version(created) or 0), 10)
+        assert await _wait_for(lambda: watch.informer.seen_version >= (resource_version(created) or 0), 10)
         seen = await pods.pods(kube, key, job, "uid-1")
         assert _reads("watch") == watched + 1
         assert [p["metadata"]["name"] for p in seen] == [f"{job}-0"]
@@ -83,10 +73,10 @@ async def test_tracking_reads_the_watch_once_it_has_the_launch_and_lists_before(
         # and after the proxy passes again it lists and sees what was written meanwhile.
         proxy.mode = "hang"
         await asyncio.to_thread(management.apply, [_pod(f"{job}-1", namespace, job)])
-        assert await _until(lambda: not watch.informer.current, SHORT.watch_stall_s + 3)
+        assert await _wait_for(lambda: not watch.informer.current, SHORT.watch_stall_s + 3)
         proxy.mode = "pass"
         proxy.reset_all()
-        assert await _until(lambda: watch.informer.current, 15)
+        assert await _wait_for(lambda: watch.informer.current, 15)
         seen = await pods.pods(kube, key, job, "uid-1")
         assert sorted(p["metadata"]["name"] for p in seen) == [f"{job}-0", f"{job}-1"]
         assert len(pods) == 1
