@@ -97,7 +97,7 @@ async def test_informers_are_the_contexts_and_a_deleted_request_wakes_that_conte
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(gpr_world, "Informer", _Informer)
-    context, other = _context(_Kube(), namespaces=()), _context(_Kube(), namespaces=())
+    context, other = _context(_Kube()), _context(_Kube())  # informers also in a namespaced operator
     gpr_world.start_informers(context)
     assert set(context.scheduler.informers) == set(INFORMED) and other.scheduler.informers == {}
     assert {informer_task(name) for name in INFORMED} <= set(context.tasks)
@@ -110,7 +110,10 @@ async def test_informers_are_the_contexts_and_a_deleted_request_wakes_that_conte
     assert not any(informer_task(name) in context.tasks for name in INFORMED)
 
 
-async def test_startup_runs_the_loop_on_the_context_and_cleanup_stops_all_it_started() -> None:
+async def test_startup_runs_the_loop_on_the_context_and_cleanup_stops_all_it_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(gpr_world, "Informer", _Informer)  # never synced: each pass lists
     kube = _Kube()
     context = _context(kube, settings=OperatorSettings(schedule_interval_s=3600.0))
     memo = kopf.Memo(context=context)

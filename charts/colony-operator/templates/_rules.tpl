@@ -9,11 +9,11 @@ RBAC rules of the operator (see rbac.yaml). Every entry names what uses it; the 
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
   verbs: [list, watch]
-# The GPR scheduler reads every colony and request (shared colonies, cluster-wide queues), and
-# hosted control-plane ports are allocated against every colony's recorded ports.
+# The GPR scheduler keeps every colony and request in its informers (shared colonies, cluster-wide
+# queues), and hosted control-plane ports are allocated against every colony's recorded ports.
 - apiGroups: [infra.exalsius.ai]
   resources: [colonies, gpuprovisioningrequests]
-  verbs: [list]
+  verbs: [list, watch]
 # GPUQueues are cluster-scoped: watched for quota changes, their usage written to status.
 - apiGroups: [infra.exalsius.ai]
   resources: [gpuqueues]
@@ -64,11 +64,10 @@ RBAC rules of the operator (see rbac.yaml). Every entry names what uses it; the 
   resources: [colonies]
   verbs: [create, delete, get, patch, watch]
 # GPRs: the scheduling loop's finalizer while a request holds GPUs (patch; get after a conflict);
-# watched by its informer when the operator serves the whole cluster (a namespaced one lists them);
-# created for DDPJobs with gpuTypes and deleted when the job ends.
+# created for DDPJobs with gpuTypes and deleted when the job ends (watched cluster-wide, above).
 - apiGroups: [infra.exalsius.ai]
   resources: [gpuprovisioningrequests]
-  verbs: [create, delete, get, patch{{ if not (include "colony-operator.namespacedRbac" .) }}, watch{{ end }}]
+  verbs: [create, delete, get, patch]
 - apiGroups: [infra.exalsius.ai]
   resources: [colonies/status, gpuprovisioningrequests/status]
   verbs: [patch]

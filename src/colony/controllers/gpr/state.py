@@ -69,8 +69,7 @@ class SchedulerState:
     reservations_in_flight: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """Admissions whose labels and Ready are being written, by request key."""
     informers: dict[str, Informer] = field(default_factory=dict)
-    """The informers of the kinds a pass reads, by name (world.INFORMED); none when the operator
-    watches only some namespaces."""
+    """The informers of the kinds a pass reads, by name (world.INFORMED)."""
     backoff: Backoff = field(default_factory=Backoff)
     """Requests whose handling failed (writes.guarded), by key: skipped by the pass's steps until
     their backoff is over (their GPUs stay counted), reset by a new generation or a pass that

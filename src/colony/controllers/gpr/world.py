@@ -89,12 +89,12 @@ def informer_task(name: str) -> str:
 
 
 def start_informers(context: OperatorContext) -> None:
-    """An operator watching the whole cluster keeps the GPRs, GPUQueues and Colonies in memory
-    (colony.kube.informer) instead of listing them all on every pass; one limited to namespaces
-    lists them (its RBAC may not allow cluster-wide watches). A new or deleted request wakes the
-    scheduler at once (kopf's handlers may lag behind the watch under load)."""
-    if context.namespaces:
-        return
+    """Keep the GPRs, GPUQueues and Colonies in memory (colony.kube.informer) instead of listing
+    them all on every pass. They are watched cluster-wide even by an operator limited to some
+    namespaces: a pass needs every request and colony (cluster-wide queues, shared colonies), which
+    such an operator listed cluster-wide before (its chart grants list and watch on them). A new or
+    deleted request wakes the scheduler at once (kopf's handlers may lag behind the watch under
+    load)."""
     for name, kind in INFORMED.items():
         wake = _wake_on_gpr_event(context) if name == "gpr" else None
         watcher = Informer(context.kube.api, kind.group, kind.version, kind.plural, kind.kind, wake)

@@ -19,7 +19,7 @@ from colony import events
 from colony.api import GPR
 from colony.controllers.gpr.world import informer
 from colony.controllers.loops import run_all
-from colony.kube.informer import newer
+from colony.kube.informer import newer, trimmed
 from colony.kube.resources import Conflict, KubeApiError, NotFound
 from colony.labels import FINALIZER
 from colony.scheduling.fault_rules import transition_applies
@@ -58,10 +58,12 @@ async def concurrently(calls: Iterable[Awaitable[Any]], limit: int = WRITE_CONCU
 
 
 def remember(context: OperatorContext, written: dict[str, Any]) -> None:
-    """Keep a request version this process wrote (see `state.seen`; the informer keeps it too)."""
+    """Keep a request version this process wrote (see `state.seen`; the informer keeps it too),
+    trimmed like the informer's copies: a write's response carries managedFields, and one is kept
+    per request, thousands at once."""
     known, key = context.scheduler.seen, request_key(written)
     if key not in known or newer(written, known[key]):
-        known[key] = written
+        known[key] = trimmed(written)
     if (watcher := informer(context)) is not None:
         watcher.put(written)  # the next pass sees this write even before the watch brings it
 
