@@ -581,8 +581,12 @@ async def test_the_requests_seen_are_the_informers_copies_unless_this_process_wr
     read's (trimmed, compact) copy replaces the written one (a full PATCH answer, managedFields too)."""
     cluster, kube = _Cluster(), _Kube()
     context = _context(kube)
-    remember(context, _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N))
+    answer = _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N)
+    answer["metadata"]["managedFields"] = [{"manager": "colony-operator", "fieldsV1": {"f:status": {}}}]
+    remember(context, answer)
     written = context.scheduler.seen["team/r"]
+    assert "managedFields" not in written["metadata"]  # kept trimmed, like the informer's copies
+    assert written["status"] == answer["status"]
     assert not await release_deleted(context, _colony_world([_gpr("r", 1, phase="Queued")], cluster))
     assert context.scheduler.seen["team/r"] is written  # the read is behind: the written version stays
     caught_up = _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N)

@@ -211,9 +211,9 @@ async def release_deleted(context: OperatorContext, world: World) -> bool:
         if key not in gone or newer(last, gone[key]):
             gone[key] = last
     context.scheduler.deleted = []
-    # the informer's copy unless this process wrote a strictly newer version
+    # the informer's (trimmed, compact) copy unless this process wrote a strictly newer version
     context.scheduler.seen = {
-        k: known[k] if k in known and newer(known[k], g) else g for k, g in current.items()
+        k: known[k] if k in known and not newer(g, known[k]) else g for k, g in current.items()
     }
     released_before = context.scheduler.released
     for key, gpr in sorted(gone.items()):
