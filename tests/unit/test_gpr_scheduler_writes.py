@@ -238,13 +238,12 @@ async def test_an_admission_finishing_in_the_background_is_not_redone_and_preemp
     admitted = _gpr("a", phase="Admitted", colony="pool/pool", nodes=on_n)
     kube.objects["a"] = admitted
     world = World(time.time(), [admitted], [], {}, {})
-    world.clusters[("pool/pool", "c")] = ClusterView("pool/pool", "c", cast(Any, _Cluster()), [], [])
-    release = asyncio.Event()
+    release = asyncio.Event()  # the label write waits for it
+    world.clusters[("pool/pool", "c")] = ClusterView(
+        "pool/pool", "c", cast(Any, _Cluster(gate=release)), [], []
+    )
 
-    async def held_announcement() -> None:
-        await release.wait()
-
-    reserve_in_background(context, world, admitted, held_announcement())
+    reserve_in_background(context, world, admitted)
     await finish_admissions(context, world, {"team/a": admitted})
     assert kube.patches == []  # the in-flight admission is left to its own task
     preemption = asyncio.create_task(
@@ -414,6 +413,7 @@ async def _applied(
     """`apply`, and the admissions it left to finish in the background."""
     await apply(context, world, by_key, decisions)
     await asyncio.gather(*context.scheduler.reservations_in_flight.values())
+    await asyncio.gather(*context.scheduler.events_in_flight)
 
 
 def test_candidate_colonies_are_narrowed_to_the_listed_ones_and_queue_name_is_honoured() -> None:
@@ -652,7 +652,7 @@ async def test_specs_are_accepted_in_bulk_onto_the_version_read_oldest_first_and
         ("a", 1, "1"),
     ]
     assert all(s["conditions"][0]["reason"] == "SpecValid" for _, s, _ in kube.patches)
-    assert world.gprs[0]["metadata"]["resourceVersion"] == "99"  # later writes of the pass go onto it
+    assert context.scheduler.seen["team/c"]["metadata"]["resourceVersion"] == "99"  # the next pass knows it
     world.gprs = [g for g in world.gprs if g["metadata"]["name"] == "bad"]
     await accept(context, world)
     name, status, _ = kube.patches[-1]
@@ -800,3 +800,43 @@ async def test_a_request_released_while_its_colony_is_deleted_takes_its_label_of
     await release_on_delete(context, gpr)
     assert cluster.labels == [{reservation_label("team/done"): None}]
     assert not [p for p in kube.object_patches if p[0] == "Colony"]  # nothing left for a ledger
+
+
+async def test_an_admission_accepts_a_new_spec_and_acceptance_skips_what_the_pass_decided() -> None:
+    """A request admitted by the pass that first sees it is accepted by its admission write (one
+    write, not two racing onto one version); the background acceptance leaves it alone."""
+    cluster = _Cluster()
+    world = _colony_world([], cluster)
+    placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 1),))
+    new, accepted_before = _gpr("new"), _gpr("old", phase="Queued", observedGeneration=1)
+    new["metadata"]["generation"] = accepted_before["metadata"]["generation"] = 1
+    kube = _Kube()
+    context = _context(kube)
+    by_key = {"team/new": new, "team/old": accepted_before}
+    decisions = Decisions(admitted=(Admit("team/new", placement), Admit("team/old", placement)))
+    await _applied(context, world, by_key, decisions)
+    admitted = {name: status for name, status, _ in kube.patches if status.get("phase") == "Admitted"}
+    assert admitted["new"]["observedGeneration"] == 1
+    assert [c["reason"] for c in admitted["new"]["conditions"]] == ["SpecValid"]
+    assert "observedGeneration" not in admitted["old"] and "conditions" not in admitted["old"]
+    written = len(kube.patches)
+    await accept(context, World(time.time(), [new], [], {}, {}), decided={"team/new"})
+    assert len(kube.patches) == written
+
+
+async def test_estimates_wait_for_the_acceptance_of_a_new_spec() -> None:
+    """A spec not accepted yet is written by accept.accept in the same pass: an estimate written
+    onto the same version would make one of the two fail."""
+    fresh = _gpr("fresh")
+    fresh["metadata"]["generation"] = 1
+    kube = _Kube()
+    estimates = {"team/fresh": Estimate(1, None, "waiting for quota")}
+    await write_estimates(
+        _context(kube), World(time.time(), [fresh], [], {}, {}), Decisions(estimates=estimates)
+    )
+    assert kube.patches == []
+    fresh["status"] = {"observedGeneration": 1}
+    await write_estimates(
+        _context(kube), World(time.time(), [fresh], [], {}, {}), Decisions(estimates=estimates)
+    )
+    assert [(name, status["phase"]) for name, status, _ in kube.patches] == [("fresh", "Queued")]

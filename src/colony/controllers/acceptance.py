@@ -43,13 +43,19 @@ def accept_spec(
         patch.status["observedGeneration"] = generation
         patch.status["phase"] = "Failed"
         return None
-    patch.status["conditions"] = set_condition(
-        conditions,
+    patch.status.update(accepted(status, generation))
+    return parsed
+
+
+def accepted(status: Mapping[str, Any], generation: int | None) -> dict[str, Any]:
+    """The status fields of a valid spec accepted at `generation`: observedGeneration and an
+    `Accepted=True` condition added to (or updated in) `status`'s conditions."""
+    conditions = set_condition(
+        list(status.get("conditions") or []),
         type_="Accepted",
         status="True",
         reason="SpecValid",
         message="The spec is valid and the operator is reconciling it.",
         observed_generation=generation,
     )
-    patch.status["observedGeneration"] = generation
-    return parsed
+    return {"conditions": conditions, "observedGeneration": generation}

@@ -13,10 +13,20 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from colony.api import COLONY
+from colony.api.gpr import GPRSpec
+from colony.controllers.gpr.accept import queued_message, with_acceptance
 from colony.controllers.gpr.release import usage
 from colony.controllers.gpr.reservations import reservation_finished, reserve_in_background, unlabel
 from colony.controllers.gpr.world import World, gpr_queue
-from colony.controllers.gpr.writes import concurrently, event, guarded, moving, patch, write_on_version
+from colony.controllers.gpr.writes import (
+    concurrently,
+    event,
+    event_in_background,
+    guarded,
+    moving,
+    patch,
+    write_on_version,
+)
 from colony.kube.resources import KubeApiError
 from colony.labels import FOR_GPR_LABEL, FOR_GPR_NAME_ANNOTATION
 from colony.render.offer_colony import ProviderNotSupported, colony_for_offer, ephemeral_colony_name
@@ -92,18 +102,22 @@ async def _admit(context: OperatorContext, world: World, gpr: dict[str, Any], ad
         + (" (backfilled)" if admit.backfilled else "")
         + (" on borrowed quota" if admit.borrowed else ""),
     }
-    admitted, _ = await write_on_version(context, gpr, moving(gpr, status, PENDING_PHASES, same_spec=True))
+    admitted, _ = await write_on_version(
+        context, gpr, with_acceptance(moving(gpr, status, PENDING_PHASES, same_spec=True))
+    )
     if admitted is None:
         return  # changed meanwhile (spec, phase, deletion): the next pass decides on what it is now
+    if not (gpr.get("status") or {}).get("phase"):  # admitted by the pass that first saw it
+        event_in_background(context, gpr, "GPRQueued", queued_message(GPRSpec.model_validate(gpr["spec"])))
     waited = max(0, int(world.now - (timestamp(gpr["metadata"].get("creationTimestamp")) or world.now)))
-    announce = event(
+    event_in_background(
         context,
         gpr,
         "GPRAdmitted",
         f"{status['message']} from queue {queue} after "
         f"{waited}s: {status['gpusAllocated']} {placement.gpu_type} GPU(s) on colony {placement.colony}",
     )
-    reserve_in_background(context, world, admitted, announce)
+    reserve_in_background(context, world, admitted)
 
 
 async def preempt(context: OperatorContext, world: World, victim: dict[str, Any], decision: Preempt) -> None:

@@ -14,11 +14,11 @@ import kopf
 
 from colony.api import GPR, GPUQUEUE
 from colony.controllers.context import OperatorContext, context_of
-from colony.controllers.gpr.accept import accept
+from colony.controllers.gpr.accept import ACCEPT_WRITES, accept
 from colony.controllers.gpr.apply import apply
 from colony.controllers.gpr.reconcile import reconcile_colonies
 from colony.controllers.gpr.release import release_deleted, release_due
-from colony.controllers.gpr.report import WRITERS, export_metrics, write_queue_status
+from colony.controllers.gpr.report import WRITERS, export_metrics, start_unless_running, write_queue_status
 from colony.controllers.gpr.reservations import finish_admissions
 from colony.controllers.gpr.snapshot import free_nodes, queue_quotas, requests, snapshot
 from colony.controllers.gpr.state import wake_scheduler
@@ -45,13 +45,15 @@ async def start_scheduler(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.cleanup()
 async def stop_scheduler(memo: kopf.Memo, **_: Any) -> None:
-    """Stop the loop, its informers and background writes, and the admissions being finished."""
+    """Stop the loop, its informers and background writes, and the admissions being finished;
+    let the Events being posted end (each is bounded by the client's request timeout)."""
     context = context_of(memo)
-    await context.stop(SCHEDULER, *WRITERS, *(informer_task(name) for name in INFORMED))
+    await context.stop(SCHEDULER, *WRITERS, ACCEPT_WRITES, *(informer_task(name) for name in INFORMED))
     reserving = list(context.scheduler.reservations_in_flight.values())
     for reservation in reserving:
         reservation.cancel()
     await asyncio.gather(*reserving, return_exceptions=True)
+    await asyncio.gather(*context.scheduler.events_in_flight, return_exceptions=True)
 
 
 @kopf.on.event(GPUQUEUE.group, GPUQUEUE.version, GPUQUEUE.plural)
@@ -81,7 +83,8 @@ async def run_pass(context: OperatorContext) -> Decisions | None:
        clusters in play (world.read);
     2. release the requests deleted since the last pass and let go of finalizers no longer needed
        (release.release_deleted; then read again: the freed GPUs are free for this very pass);
-    3. accept new specs in bulk (accept.accept);
+    3. accept new specs in bulk (accept.accept), in the background once the decisions are
+       applied (a request admitted by this pass is accepted by its admission write);
     4. release what is due: exitDuration elapsed, idle for idleTimeOutDuration
        (release.release_due; then read again);
     5. reconcile the colonies: reachability, reservation labels, orphaned ephemeral colonies
@@ -110,7 +113,6 @@ async def _steps(context: OperatorContext) -> Decisions | None:
     world = await read(context)  # 1.
     if await release_deleted(context, world):  # 2.
         world = await read(context)
-    await accept(context, world)  # 3.
     if await release_due(context, world):  # 4.
         world = await read(context)
     await reconcile_colonies(context, world)  # 5.
@@ -121,6 +123,7 @@ async def _steps(context: OperatorContext) -> Decisions | None:
     if not found.pending:
         export_metrics(world, queues, nodes, found.running, found.pending, Decisions())
         write_queue_status(context, world, queues, found.running, found.pending, Decisions())
+        start_unless_running(context, ACCEPT_WRITES, lambda: accept(context, world))  # 3.
         return None
     core_input = snapshot(context, world, found, queues, nodes)
     decisions = await asyncio.to_thread(schedule, core_input)  # 7.
@@ -128,6 +131,8 @@ async def _steps(context: OperatorContext) -> Decisions | None:
     export_metrics(world, core_input.queues, nodes, found.running, found.pending, decisions)
     await apply(context, world, found.by_key, decisions)  # 8.
     write_queue_status(context, world, core_input.queues, found.running, found.pending, decisions)  # 9.
+    decided = {a.key for a in decisions.admitted} | {p.key for p in decisions.provisions}
+    start_unless_running(context, ACCEPT_WRITES, lambda: accept(context, world, decided))  # 3.
     return decisions
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from colony import metrics
 from colony.api import GPUQUEUE
 from colony.controllers.gpr.world import ClusterView, World, gpr_queue
-from colony.controllers.gpr.writes import concurrently, patch
+from colony.controllers.gpr.writes import concurrently, is_accepted, patch
 from colony.gpu import GPU_PRODUCT_LABEL, GPU_RESOURCE
 from colony.kube.resources import KubeApiError, NotFound
 from colony.scheduling.offers.gpu_names import normalize_gpu
@@ -122,13 +122,13 @@ def write_queue_status(
 ) -> None:
     """Each queue's counts and usage, and the positions, wait estimates and messages of waiting
     requests (in the background: they never hold up the next pass)."""
-    _start_unless_running(context, ESTIMATE_WRITES, lambda: write_estimates(context, world, decisions))
-    _start_unless_running(
+    start_unless_running(context, ESTIMATE_WRITES, lambda: write_estimates(context, world, decisions))
+    start_unless_running(
         context, QUEUE_USAGE_WRITES, lambda: _write_queue_usages(context, world, queues, running, pending)
     )
 
 
-def _start_unless_running(
+def start_unless_running(
     context: OperatorContext, name: str, writes: Callable[[], Coroutine[Any, Any, None]]
 ) -> None:
     """Start this pass's `writes` as the context's task `name` unless the previous pass's are
@@ -143,7 +143,8 @@ async def write_estimates(context: OperatorContext, world: World, decisions: Dec
     most ESTIMATE_WRITES_PER_PASS of them, in the order of queue positions (the heads of every queue
     first): the prompt ones (is_prompt) on every pass, the others once every ESTIMATE_REFRESH_S.
     Each applies only to the version of the request the pass read: one admitted or changed since
-    keeps its newer status."""
+    keeps its newer status. A spec not accepted yet is left to `accept.accept`, which writes it in
+    the same pass (two writes onto one version: one would fail)."""
     by_key = {request_key(g): g for g in world.gprs}
     refresh = world.now - context.scheduler.estimates_refreshed_at >= ESTIMATE_REFRESH_S
     if refresh:
@@ -161,7 +162,12 @@ async def write_estimates(context: OperatorContext, world: World, decisions: Dec
             if gpr is not None
             else {}
         )
-        if gpr is not None and update and (refresh or is_prompt(gpr.get("status") or {}, update)):
+        if (
+            gpr is not None
+            and update
+            and (refresh or is_prompt(gpr.get("status") or {}, update))
+            and is_accepted(gpr)  # else accept.accept writes it now; its estimate follows next pass
+        ):
             updates.append(patch(context, gpr, update, only_if_unchanged=True))
         if len(updates) == ESTIMATE_WRITES_PER_PASS:
             break

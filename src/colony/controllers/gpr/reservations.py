@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -17,9 +17,10 @@ from colony.controllers.cluster_access import cluster_client
 from colony.controllers.gpr.world import CLUSTER_READ_TIMEOUT_S, UNREACHABLE, World
 from colony.controllers.gpr.writes import (
     backing_off,
-    event,
+    event_in_background,
     guarded,
     moving,
+    newest_known,
     patch,
     set_finalizer,
     write_on_version,
@@ -132,7 +133,8 @@ async def finish_admissions(
     except the admissions of earlier passes still being finished in the background and those of
     requests backing off (writes.guarded)."""
     reserving = context.scheduler.reservations_in_flight
-    for key, gpr in by_key.items():
+    for key, read in by_key.items():
+        gpr = newest_known(context, read)  # an admission finished since the read is not redone
         if (
             (gpr.get("status") or {}).get("phase") == "Admitted"
             and key not in reserving
@@ -141,9 +143,7 @@ async def finish_admissions(
             await guarded(context, gpr, "reserving nodes", reserve(context, world, gpr))
 
 
-def reserve_in_background(
-    context: OperatorContext, world: World, admitted: dict[str, Any], *announce: Awaitable[Any]
-) -> None:
+def reserve_in_background(context: OperatorContext, world: World, admitted: dict[str, Any]) -> None:
     """Finish an admission (`reserve`) without holding up the pass: its status already says
     Admitted with its nodes, so the next pass counts its GPUs as taken, and a crash before it ends
     leaves it for `finish_admissions` to redo."""
@@ -152,7 +152,7 @@ def reserve_in_background(
 
     async def finish() -> None:
         try:  # a failure is recorded on the request; a later pass finishes it
-            await guarded(context, admitted, "reserving nodes", reserve(context, world, admitted, *announce))
+            await guarded(context, admitted, "reserving nodes", reserve(context, world, admitted))
         finally:
             if tasks.get(key) is asyncio.current_task():
                 del tasks[key]
@@ -168,28 +168,19 @@ async def reservation_finished(context: OperatorContext, gpr: Mapping[str, Any])
         await asyncio.wait([task])
 
 
-async def reserve(
-    context: OperatorContext, world: World, admitted: dict[str, Any], *announce: Awaitable[Any]
-) -> None:
-    """Label the nodes of an Admitted request (while `announce` is posted), then mark it Ready once
-    every label is written and read back (else it stays Admitted, saying which nodes wait). A
+async def reserve(context: OperatorContext, world: World, admitted: dict[str, Any]) -> None:
+    """Label the nodes of an Admitted request, then mark it Ready once every label is written and
+    read back (else it stays Admitted, saying which nodes wait); its Events are posted in the
+    background, so a release waiting for this admission (sync_finalizers) does not wait for them. A
     request deleted meanwhile may have had its labels taken off by its delete handler before they
     were put on: they are taken off again, else they would hold the GPUs forever. No label is put on
     before the request holds the operator's finalizer, so a request deleted while the operator is
     down still has its labels taken off (`release.sync_finalizers`)."""
-    holding: list[dict[str, Any]] = []
-
-    async def hold_then_label() -> list[str]:
-        held = await set_finalizer(context, admitted, hold=True)
-        if held is None or not transition_applies(admitted, held, ("Admitted",), same_allocation=True):
-            return []  # gone, being deleted or moved on: the next pass decides on what it is now
-        holding.append(held)
-        return await label_nodes(world, held, add=True)
-
-    not_labelled, *_ = await asyncio.gather(hold_then_label(), *announce)
-    if not holding:
-        return
-    admitted = holding[0]
+    held = await set_finalizer(context, admitted, hold=True)
+    if held is None or not transition_applies(admitted, held, ("Admitted",), same_allocation=True):
+        return  # gone, being deleted or moved on: the next pass decides on what it is now
+    not_labelled = await label_nodes(world, held, add=True)
+    admitted = held
     status = admitted.get("status") or {}
     ready = ready_message(status)
     if not status.get("nodes"):
@@ -205,7 +196,7 @@ async def reserve(
         moving(admitted, {"phase": "Ready", "message": ready}, ("Admitted",), same_allocation=True),
     )
     if patched is not None and not patched["metadata"].get("deletionTimestamp"):
-        await event(context, admitted, "GPRReady", ready)
+        event_in_background(context, admitted, "GPRReady", ready)
         return
     if not transition_applies(admitted, seen, RUNNING_PHASES, same_allocation=True):
         await unlabel(context, world, admitted)  # deleted or moved on meanwhile: the labels hold nothing

@@ -68,6 +68,8 @@ class SchedulerState:
     (scheduling.queueing.rules.is_prompt)."""
     reservations_in_flight: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """Admissions whose labels and Ready are being written, by request key."""
+    events_in_flight: set[asyncio.Task[None]] = field(default_factory=set)
+    """Events being posted without holding up a pass (writes.event_in_background)."""
     informers: dict[str, Informer] = field(default_factory=dict)
     """The informers of the kinds a pass reads, by name (world.INFORMED)."""
     backoff: Backoff = field(default_factory=Backoff)

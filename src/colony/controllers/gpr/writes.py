@@ -68,6 +68,19 @@ def remember(context: OperatorContext, written: dict[str, Any]) -> None:
         watcher.put(written)  # the next pass sees this write even before the watch brings it
 
 
+def is_accepted(gpr: Mapping[str, Any]) -> bool:
+    """Whether the request's spec was accepted at its generation (accept.accept)."""
+    observed = (gpr.get("status") or {}).get("observedGeneration")
+    return bool(observed == gpr["metadata"].get("generation"))
+
+
+def newest_known(context: OperatorContext, read: dict[str, Any]) -> dict[str, Any]:
+    """`read`, or the version of it this process wrote since (`remember`) when that is newer: a
+    step late in a pass must not redo what a background write finished after the pass's read."""
+    known = context.scheduler.seen.get(request_key(read))
+    return known if known is not None and known is not read and newer(known, read) else read
+
+
 async def patch(
     context: OperatorContext,
     gpr: Mapping[str, Any],
@@ -193,6 +206,15 @@ async def event(
     await events.post_now(
         context.kube, GPR.api_version, GPR.kind, gpr["metadata"], reason, message, warning=warning
     )
+
+
+def event_in_background(context: OperatorContext, gpr: Mapping[str, Any], reason: str, message: str) -> None:
+    """`event`, posted without holding up the pass (an Event is a record, nothing waits for it);
+    the scheduler's cleanup waits for those still in flight."""
+    posting = context.scheduler.events_in_flight
+    task = asyncio.create_task(event(context, gpr, reason, message))
+    posting.add(task)
+    task.add_done_callback(posting.discard)
 
 
 def _generation(gpr: Mapping[str, Any]) -> Any:
