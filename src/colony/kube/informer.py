@@ -137,16 +137,20 @@ class Informer:
         """The object `namespace/name` (or `name`), None when there is none."""
         return self._objects.get(key)
 
-    def put(self, obj: Mapping[str, Any]) -> None:
-        """Keep `obj` (trimmed) unless a newer version of it (or its deletion) is known."""
+    def put(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Keep `obj` (trimmed) unless a newer version of it (or its deletion) is known; the copy
+        kept, or None when it was not."""
         key = object_key(obj)
         current = self._objects.get(key)
         deleted, version = self._deleted.get(key), resource_version(obj)
         if deleted is not None and version is not None and version <= deleted:
-            return
-        if current is None or newer(obj, current):
-            api_version = f"{self.group}/{self.version}" if self.group else self.version
-            self._objects[key] = {"apiVersion": api_version, "kind": self.kind, **trimmed(obj)}
+            return None
+        if current is not None and not newer(obj, current):
+            return None
+        api_version = f"{self.group}/{self.version}" if self.group else self.version
+        kept = {"apiVersion": api_version, "kind": self.kind, **trimmed(obj)}
+        self._objects[key] = kept
+        return kept
 
     def remove(self, obj: Mapping[str, Any]) -> None:
         """The object was deleted (at `obj`'s version)."""
@@ -289,10 +293,11 @@ class SelectedInformer(Informer):
         if text.isdigit():
             self.seen_version = max(self.seen_version, int(text))
 
-    def put(self, obj: Mapping[str, Any]) -> None:
+    def put(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         """Keep the view of `obj` (with its metadata's name, namespace and resourceVersion)."""
-        super().put(self.view(obj))
+        kept = super().put(self.view(obj))
         self._index(object_key(obj))
+        return kept
 
     async def run(self) -> None:
         """LIST, then WATCH from the list's version; LIST again whenever the watch fails."""

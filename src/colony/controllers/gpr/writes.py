@@ -62,10 +62,11 @@ def remember(context: OperatorContext, written: dict[str, Any]) -> None:
     trimmed like the informer's copies: a write's response carries managedFields, and one is kept
     per request, thousands at once."""
     known, key = context.scheduler.seen, request_key(written)
+    watcher = informer(context)
+    # the next pass sees this write even before the watch brings it; one trimmed copy serves both
+    kept = watcher.put(written) if watcher is not None else None
     if key not in known or newer(written, known[key]):
-        known[key] = trimmed(written)
-    if (watcher := informer(context)) is not None:
-        watcher.put(written)  # the next pass sees this write even before the watch brings it
+        known[key] = kept if kept is not None else trimmed(written)
 
 
 def is_accepted(gpr: Mapping[str, Any]) -> bool:
@@ -78,7 +79,7 @@ def newest_known(context: OperatorContext, read: dict[str, Any]) -> dict[str, An
     """`read`, or the version of it this process wrote since (`remember`) when that is newer: a
     step late in a pass must not redo what a background write finished after the pass's read."""
     known = context.scheduler.seen.get(request_key(read))
-    return known if known is not None and known is not read and newer(known, read) else read
+    return known if known is not None and newer(known, read) else read
 
 
 async def patch(
