@@ -13,6 +13,7 @@ import pytest
 
 from colony.controllers.context import OperatorContext, OperatorSettings
 from colony.controllers.gpr import accept as gpr_accept
+from colony.controllers.gpr import apply as gpr_apply
 from colony.controllers.gpr import release as gpr_release
 from colony.controllers.gpr import report as gpr_report
 from colony.controllers.gpr import snapshot as gpr_snapshot
@@ -221,10 +222,16 @@ async def test_preemptions_are_written_before_any_admission() -> None:
     by_key = {f"team/{g['metadata']['name']}": g for g in victims + winners}
     await apply(context, world, by_key, decisions)
     phases = [status.get("phase") for _, status, _ in kube.patches]
-    assert phases.count("Queued") == 5 and phases.count("Admitted") == 5 and phases.count("Ready") == 0
-    assert max(i for i, p in enumerate(phases) if p == "Queued") < phases.index("Admitted")
-    # the pass is done once every admission is in status; labels and Ready follow in the background
+    assert phases.count("Queued") == 5 and phases.count("Admitted") == 0  # the pass does not wait
+    # the admissions are written in the background, assumed meanwhile; labels and Ready follow
     assert set(context.scheduler.reservations_in_flight) == {f"team/high{i}" for i in range(5)}
+    assert {k: a["status"]["phase"] for k, a in context.scheduler.assumed.items()} == {
+        f"team/high{i}": "Admitted" for i in range(5)
+    }
+    await asyncio.sleep(0.05)
+    phases = [status.get("phase") for _, status, _ in kube.patches]
+    assert phases.count("Admitted") == 5 and phases.count("Ready") == 0 and not context.scheduler.assumed
+    assert max(i for i, p in enumerate(phases) if p == "Queued") < phases.index("Admitted")
     labelling.set()
     await asyncio.gather(*context.scheduler.reservations_in_flight.values())
     phases = [status.get("phase") for _, status, _ in kube.patches]
@@ -244,7 +251,7 @@ async def test_an_admission_finishing_in_the_background_is_not_redone_and_preemp
     )
 
     reserve_in_background(context, world, admitted)
-    await finish_admissions(context, world, {"team/a": admitted})
+    finish_admissions(context, world, {"team/a": admitted})
     assert kube.patches == []  # the in-flight admission is left to its own task
     preemption = asyncio.create_task(
         preempt(context, world, admitted, Preempt("team/a", "team/b", "priority"))
@@ -525,6 +532,12 @@ async def test_colony_reads_run_concurrently_under_one_deadline(monkeypatch: pyt
 ON_N = [{"cluster": "c", "node": "n", "gpus": 1}]
 
 
+async def _release_deleted(context: OperatorContext, world: World) -> None:
+    """`release_deleted`, and the releases it left to finish in the background."""
+    release_deleted(context, world)
+    await asyncio.gather(*(release.task for release in context.scheduler.releases_in_flight.values()))
+
+
 def _colony_world(gprs: list[dict[str, Any]], cluster: _Cluster) -> World:
     world = World(time.time(), gprs, [], {}, {})
     world.clusters[("pool/pool", "c")] = ClusterView("pool/pool", "c", cast(Any, cluster), [], [])
@@ -564,16 +577,17 @@ async def test_a_request_gone_from_the_read_is_released_with_what_this_process_l
     cluster, kube = _Cluster(), _Kube()
     context = _context(kube)
     queued = _gpr("r", 1, phase="Queued")
-    assert not await release_deleted(context, _colony_world([queued], cluster))
+    await _release_deleted(context, _colony_world([queued], cluster))
     remember(context, _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N))
 
     async def own_colony(context: Any, status: Any) -> World:
         return _colony_world([], cluster)
 
     monkeypatch.setattr(gpr_release, "read_own_colony", own_colony)
-    assert await release_deleted(context, _colony_world([], cluster))
+    await _release_deleted(context, _colony_world([], cluster))
     assert cluster.labels == [{reservation_label("team/r"): None}]
-    assert not await release_deleted(context, _colony_world([], cluster))  # released once
+    await _release_deleted(context, _colony_world([], cluster))
+    assert cluster.labels == [{reservation_label("team/r"): None}]  # released once
 
 
 async def test_the_requests_seen_are_the_informers_copies_unless_this_process_wrote_a_newer_one() -> None:
@@ -587,10 +601,10 @@ async def test_the_requests_seen_are_the_informers_copies_unless_this_process_wr
     written = context.scheduler.seen["team/r"]
     assert "managedFields" not in written["metadata"]  # kept trimmed, like the informer's copies
     assert written["status"] == answer["status"]
-    assert not await release_deleted(context, _colony_world([_gpr("r", 1, phase="Queued")], cluster))
+    await _release_deleted(context, _colony_world([_gpr("r", 1, phase="Queued")], cluster))
     assert context.scheduler.seen["team/r"] is written  # the read is behind: the written version stays
     caught_up = _gpr("r", 2, phase="Ready", colony="pool/pool", nodes=ON_N)
-    assert not await release_deleted(context, _colony_world([caught_up], cluster))
+    await _release_deleted(context, _colony_world([caught_up], cluster))
     assert context.scheduler.seen["team/r"] is caught_up
 
 
@@ -617,7 +631,13 @@ async def test_the_finalizer_is_let_go_once_a_request_holds_no_gpus_or_is_delete
         return _colony_world([], cluster)
 
     monkeypatch.setattr(gpr_release, "read_own_colony", own_colony)
-    assert await release_deleted(context, _colony_world(gprs, cluster))
+    # nothing is released within the pass: the deleted request's GPUs are already free to it
+    release_deleted(context, _colony_world(gprs, cluster))
+    releasing = context.scheduler.releases_in_flight
+    assert set(releasing) == {"team/released", "team/deleting"}  # in the background
+    assert releasing["team/deleting"].nodes == {("pool/pool", "c", "n")}
+    await asyncio.gather(*(release.task for release in releasing.values()))
+    assert not releasing
     let_go = {
         name: body["metadata"] for kind, name, body in kube.object_patches if kind == "GPUProvisioningRequest"
     }
@@ -626,9 +646,69 @@ async def test_the_finalizer_is_let_go_once_a_request_holds_no_gpus_or_is_delete
     assert cluster.labels == [{reservation_label("team/deleting"): None}]
 
     # the released request then disappears from the read: it is not released a second time
-    assert not await release_deleted(context, _colony_world(gprs[:2], cluster))
+    await _release_deleted(context, _colony_world(gprs[:2], cluster))
     assert cluster.labels == [{reservation_label("team/deleting"): None}]
-    assert not context.scheduler.released
+    assert not context.scheduler.released and not releasing
+
+
+async def test_a_label_on_the_node_of_a_request_being_released_waits_until_its_label_is_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pass gives a deleted request's GPUs to the next request at once; the new label goes on
+    its node only after the old one is off, so the node's labels never add up to more GPUs than
+    it has. A label on another node does not wait."""
+    unlabelling = asyncio.Event()
+    old_cluster, new_cluster, kube = _Cluster(gate=unlabelling), _Cluster(), _Kube()
+    context = _context(kube)
+    deleting = _gpr("old", phase="Ready", colony="pool/pool", nodes=ON_N)
+    deleting["metadata"]["finalizers"] = [FINALIZER]
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-08T00:00:00Z"
+
+    async def own_colony(context: Any, status: Any) -> World:
+        return _colony_world([], old_cluster)
+
+    monkeypatch.setattr(gpr_release, "read_own_colony", own_colony)
+    release_deleted(context, _colony_world([deleting], old_cluster))
+    world = _colony_world([], new_cluster)
+    other_node = [{"cluster": "c", "node": "m", "gpus": 1}]
+    for name, nodes in (("new", ON_N), ("elsewhere", other_node)):
+        kube.objects[name] = _gpr(name, phase="Admitted", colony="pool/pool", nodes=nodes)
+        reserve_in_background(context, world, kube.objects[name])
+    reserving = context.scheduler.reservations_in_flight
+    await asyncio.wait_for(reserving["team/elsewhere"], 5)
+    assert new_cluster.labels == [{reservation_label("team/elsewhere"): "1"}]  # did not wait
+    await asyncio.sleep(0.05)
+    assert "team/new" in reserving and not old_cluster.labels  # waits for the old label
+    unlabelling.set()
+    await asyncio.wait_for(asyncio.gather(*reserving.values()), 5)
+    assert old_cluster.labels == [{reservation_label("team/old"): None}]
+    assert new_cluster.labels[-1] == {reservation_label("team/new"): "1"}
+    assert not context.scheduler.releases_in_flight
+
+
+async def test_a_request_deleted_while_its_admission_is_finished_is_released_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its release waits for the labels being put on, then takes them off: none is left."""
+    labelling = asyncio.Event()
+    cluster, kube = _Cluster(gate=labelling), _Kube()
+    context = _context(kube)
+
+    async def own_colony(context: Any, status: Any) -> World:
+        return _colony_world([], cluster)
+
+    monkeypatch.setattr(gpr_release, "read_own_colony", own_colony)
+    admitted = kube.objects["r"] = _gpr("r", phase="Admitted", colony="pool/pool", nodes=ON_N)
+    reserve_in_background(context, _colony_world([], cluster), admitted)
+    await asyncio.sleep(0.01)  # its finalizer is on, its label waits for the gate
+    deleting = {**admitted, "metadata": {**admitted["metadata"], "finalizers": [FINALIZER]}}
+    deleting["metadata"] |= {"deletionTimestamp": "2026-12-08T00:00:00Z", "resourceVersion": "101"}
+    release_deleted(context, _colony_world([deleting], cluster))
+    releasing = context.scheduler.releases_in_flight["team/r"].task
+    labelling.set()
+    await asyncio.wait_for(releasing, 5)
+    assert cluster.labels[0] == {reservation_label("team/r"): "1"}
+    assert cluster.labels[-1] == {reservation_label("team/r"): None}
 
 
 async def test_specs_are_accepted_in_bulk_onto_the_version_read_oldest_first_and_bounded(
@@ -743,9 +823,11 @@ async def test_one_failing_admission_is_recorded_and_the_others_are_admitted() -
     assert ready == ["a", "c"]
     assert [(n, r) for n, _, r, _ in kube.events if r == PROCESSING_FAILED] == [("bad", PROCESSING_FAILED)]
     assert "admission failed: KubeApiError" in next(m for n, _, r, m in kube.events if n == "bad")
-    # backing off, a pending request is not scheduled; the others are
+    # backing off, a pending request is not scheduled; the others are scheduled as admitted (the
+    # versions this process wrote, although the read is older)
     found = await gpr_snapshot.requests(context, World(time.time(), list(by_key.values()), [], {}, {}))
-    assert sorted(r.key for r in found.pending) == ["team/a", "team/c"]
+    assert not found.pending
+    assert sorted(r.request.key for r in found.running) == ["team/a", "team/c"]
 
 
 def test_backoff_doubles_up_to_its_cap_and_a_new_version_or_a_clean_pass_resets_it() -> None:
@@ -840,3 +922,63 @@ async def test_estimates_wait_for_the_acceptance_of_a_new_spec() -> None:
         _context(kube), World(time.time(), [fresh], [], {}, {}), Decisions(estimates=estimates)
     )
     assert [(name, status["phase"]) for name, status, _ in kube.patches] == [("fresh", "Queued")]
+
+
+class _GatedStatus(_Kube):
+    """Status writes wait for `gate`; those of `changed` requests find a newer version."""
+
+    def __init__(self, changed: frozenset[str] = frozenset()) -> None:
+        super().__init__(conflicts=changed)
+        self.gate = asyncio.Event()
+
+    async def patch_status(self, *args: Any, **kw: Any) -> dict[str, Any]:
+        await self.gate.wait()
+        return await super().patch_status(*args, **kw)
+
+
+async def test_a_pass_during_an_admission_write_schedules_the_request_as_admitted() -> None:
+    """Like Kueue's assumed workloads: the pass does not wait for the status write, and a pass
+    running meanwhile counts the request's GPUs and quota as taken (never admits it twice); an
+    admission whose write does not land is decided again."""
+    placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 1),))
+    kube = _GatedStatus(changed=frozenset({"moved"}))
+    context = _context(kube)
+    by_key = {f"team/{n}": _gpr(n, phase="Queued") for n in ("r", "moved")}
+    decisions = Decisions(admitted=tuple(Admit(key, placement) for key in by_key))
+    await apply(context, _colony_world([], _Cluster()), by_key, decisions)
+    read = World(time.time(), list(by_key.values()), [], {}, {})  # the next read: still Queued
+    found = await gpr_snapshot.requests(context, read)
+    assert not found.pending
+    assert sorted(r.request.key for r in found.running) == ["team/moved", "team/r"]
+    assert found.by_key["team/r"]["status"]["phase"] == "Admitted"
+    kube.gate.set()
+    await asyncio.gather(*context.scheduler.reservations_in_flight.values())
+    assert not context.scheduler.assumed
+    found = await gpr_snapshot.requests(context, read)
+    assert [r.request.key for r in found.running] == ["team/r"]  # as written
+    assert [r.key for r in found.pending] == ["team/moved"]  # its write met a newer version
+
+
+async def test_an_admission_that_cannot_even_be_started_is_recorded_and_the_others_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An error while deciding what to write (before anything runs in the background) stays with
+    that request: it backs off, and the other admissions of the pass are written."""
+    original = gpr_apply.gpr_queue
+
+    def queue_of(world: World, gpr: Any, require_queue: bool) -> str:
+        if gpr["metadata"]["name"] == "bad":
+            raise ValueError("no queue for bad")
+        return original(world, gpr, require_queue)
+
+    monkeypatch.setattr(gpr_apply, "gpr_queue", queue_of)
+    placement = Placement("pool/pool", "H100", (NodeAllocation("c/n", 1),))
+    names = ["a", "bad", "c"]
+    kube = _Failing(set())
+    context = _context(kube)
+    by_key = {f"team/{n}": _gpr(n, phase="Queued") for n in names}
+    decisions = Decisions(admitted=tuple(Admit(f"team/{n}", placement) for n in names))
+    await _applied(context, _colony_world([], _Cluster()), by_key, decisions)
+    assert sorted(name for name, status, _ in kube.patches if status.get("phase") == "Ready") == ["a", "c"]
+    assert [(n, r) for n, _, r, _ in kube.events if r == PROCESSING_FAILED] == [("bad", PROCESSING_FAILED)]
+    assert "team/bad" not in context.scheduler.assumed

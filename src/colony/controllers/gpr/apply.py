@@ -16,7 +16,13 @@ from colony.api import COLONY
 from colony.api.gpr import GPRSpec
 from colony.controllers.gpr.accept import queued_message, with_acceptance
 from colony.controllers.gpr.release import usage
-from colony.controllers.gpr.reservations import reservation_finished, reserve_in_background, unlabel
+from colony.controllers.gpr.reservations import (
+    in_background,
+    releases_before,
+    reservation_finished,
+    reserve,
+    unlabel,
+)
 from colony.controllers.gpr.world import World, gpr_queue
 from colony.controllers.gpr.writes import (
     concurrently,
@@ -25,6 +31,7 @@ from colony.controllers.gpr.writes import (
     guarded,
     moving,
     patch,
+    record_failure,
     write_on_version,
 )
 from colony.kube.resources import KubeApiError
@@ -52,17 +59,19 @@ async def apply(
 ) -> None:
     """Preemptions, then admissions, then provisions; the requests of each step concurrently (each
     request's own writes stay in order; one request's failure is recorded on it and backs it off,
-    writes.guarded)."""
+    writes.guarded). Admissions are written in the background (`_admit`): the pass does not wait
+    for them."""
     await concurrently(
         guarded(context, by_key[v.victim], "preemption", preempt(context, world, by_key[v.victim], v))
         for v in decisions.preemptions
         if v.victim in by_key
     )
-    await concurrently(
-        guarded(context, by_key[a.key], "admission", _admit(context, world, by_key[a.key], a))
-        for a in decisions.admitted
-        if a.key in by_key
-    )
+    for a in decisions.admitted:
+        if a.key in by_key:
+            try:
+                _admit(context, world, by_key[a.key], a)
+            except Exception as error:  # one request's error stays with that request
+                await record_failure(context, by_key[a.key], "admission", error)
     await concurrently(
         guarded(context, by_key[p.key], "provisioning", _provision(context, by_key[p.key], p))
         for p in decisions.provisions
@@ -70,9 +79,12 @@ async def apply(
     )
 
 
-async def _admit(context: OperatorContext, world: World, gpr: dict[str, Any], admit: Admit) -> None:
-    """Write the admission to status (onto a version still pending with the same spec), then
-    finish it in the background: labels, Ready, and the GPRAdmitted event."""
+def _admit(context: OperatorContext, world: World, gpr: dict[str, Any], admit: Admit) -> None:
+    """Admit in the background (reservations.in_background): write the admission to status (onto
+    a version still pending with the same spec), then labels, Ready and the Events. Until the
+    status write ends, the request is assumed admitted (SchedulerState.assumed): a pass running
+    meanwhile counts its GPUs and quota as taken, as Kueue's cache assumes an admission before its
+    API write. A write that does not land drops the assumption; the next pass decides again."""
     placement = admit.placement
     colony = world.colonies.get(placement.colony) or {}
     label = reservation_label(request_key(gpr))
@@ -102,13 +114,40 @@ async def _admit(context: OperatorContext, world: World, gpr: dict[str, Any], ad
         + (" (backfilled)" if admit.backfilled else "")
         + (" on borrowed quota" if admit.borrowed else ""),
     }
+    key = request_key(gpr)
+    assumed = {**gpr, "status": {**(gpr.get("status") or {}), **status}}
+    assumptions = context.scheduler.assumed
+    assumptions[key] = assumed
+    releases = releases_before(context, assumed)  # taken now: see releases_before
+
+    async def admit_then_reserve() -> None:
+        try:
+            async with context.scheduler.write_slots:
+                writing = _write_admission(context, world, gpr, status, admit)
+                admitted = await guarded(context, gpr, "admission", writing)
+        finally:
+            if assumptions.get(key) is assumed:
+                del assumptions[key]
+        if admitted is not None:
+            await guarded(context, admitted, "reserving nodes", reserve(context, world, admitted, releases))
+
+    in_background(context, key, admit_then_reserve)
+
+
+async def _write_admission(
+    context: OperatorContext, world: World, gpr: dict[str, Any], status: dict[str, Any], admit: Admit
+) -> dict[str, Any] | None:
+    """The admission's status write, then its Events (in the background); the admitted request,
+    or None when it changed meanwhile (spec, phase, deletion)."""
     admitted, _ = await write_on_version(
         context, gpr, with_acceptance(moving(gpr, status, PENDING_PHASES, same_spec=True))
     )
     if admitted is None:
-        return  # changed meanwhile (spec, phase, deletion): the next pass decides on what it is now
+        return None
     if not (gpr.get("status") or {}).get("phase"):  # admitted by the pass that first saw it
         event_in_background(context, gpr, "GPRQueued", queued_message(GPRSpec.model_validate(gpr["spec"])))
+    placement = admit.placement
+    queue = gpr_queue(world, gpr, context.settings.require_queue)
     waited = max(0, int(world.now - (timestamp(gpr["metadata"].get("creationTimestamp")) or world.now)))
     event_in_background(
         context,
@@ -117,7 +156,7 @@ async def _admit(context: OperatorContext, world: World, gpr: dict[str, Any], ad
         f"{status['message']} from queue {queue} after "
         f"{waited}s: {status['gpusAllocated']} {placement.gpu_type} GPU(s) on colony {placement.colony}",
     )
-    reserve_in_background(context, world, admitted)
+    return admitted
 
 
 async def preempt(context: OperatorContext, world: World, victim: dict[str, Any], decision: Preempt) -> None:

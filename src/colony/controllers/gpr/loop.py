@@ -45,14 +45,17 @@ async def start_scheduler(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.cleanup()
 async def stop_scheduler(memo: kopf.Memo, **_: Any) -> None:
-    """Stop the loop, its informers and background writes, and the admissions being finished;
-    let the Events being posted end (each is bounded by the client's request timeout)."""
+    """Stop the loop, its informers and background writes, and the admissions and releases being
+    finished (a later process redoes them); let the Events being posted end (each is bounded by
+    the client's request timeout)."""
     context = context_of(memo)
     await context.stop(SCHEDULER, *WRITERS, ACCEPT_WRITES, *(informer_task(name) for name in INFORMED))
-    reserving = list(context.scheduler.reservations_in_flight.values())
-    for reservation in reserving:
-        reservation.cancel()
-    await asyncio.gather(*reserving, return_exceptions=True)
+    scheduler = context.scheduler
+    in_flight = [*scheduler.reservations_in_flight.values()]
+    in_flight += [release.task for release in scheduler.releases_in_flight.values()]
+    for task in in_flight:
+        task.cancel()
+    await asyncio.gather(*in_flight, return_exceptions=True)
     await asyncio.gather(*context.scheduler.events_in_flight, return_exceptions=True)
 
 
@@ -81,19 +84,22 @@ async def run_pass(context: OperatorContext) -> Decisions | None:
 
     1. read: GPRs, GPUQueues, Colonies and ColonyShares, then the nodes and pods of the colony
        clusters in play (world.read);
-    2. release the requests deleted since the last pass and let go of finalizers no longer needed
-       (release.release_deleted; then read again: the freed GPUs are free for this very pass);
+    2. release the requests deleted since the last pass and let go of finalizers no longer needed,
+       in the background (release.release_deleted): a request being deleted gives its GPUs to
+       this very pass (a new label on one of its nodes waits until its own is off);
     3. accept new specs in bulk (accept.accept), in the background once the decisions are
        applied (a request admitted by this pass is accepted by its admission write);
     4. release what is due: exitDuration elapsed, idle for idleTimeOutDuration
        (release.release_due; then read again);
     5. reconcile the colonies: reachability, reservation labels, orphaned ephemeral colonies
        (reconcile.reconcile_colonies);
-    6. snapshot: the running and pending requests (requeueing failed provisions), finishing
-       interrupted admissions (Admitted -> labels -> Ready), queues and free nodes (snapshot);
+    6. snapshot: the running and pending requests (an admission still being written counts as
+       admitted; requeueing failed provisions), finishing interrupted admissions in the background
+       (Admitted -> labels -> Ready), queues and free nodes (snapshot);
     7. `schedule()`, the pure core, in a thread (it is CPU work); its decisions are logged and
        exported as metrics (report.export_metrics);
-    8. apply its decisions: preempt, admit, provision (apply.apply);
+    8. apply its decisions: preempt, admit (assumed at once, written in the background),
+       provision (apply.apply);
     9. write, in the background, each GPUQueue's usage and the positions and wait estimates of
        waiting requests (report.write_queue_status).
 
@@ -111,13 +117,12 @@ async def run_pass(context: OperatorContext) -> Decisions | None:
 async def _steps(context: OperatorContext) -> Decisions | None:
     """The steps of `run_pass`."""
     world = await read(context)  # 1.
-    if await release_deleted(context, world):  # 2.
-        world = await read(context)
+    release_deleted(context, world)  # 2.
     if await release_due(context, world):  # 4.
         world = await read(context)
     await reconcile_colonies(context, world)  # 5.
     found = await requests(context, world)  # 6.
-    await finish_admissions(context, world, found.by_key)
+    finish_admissions(context, world, found.by_key)
     queues = queue_quotas(world, found)
     nodes = free_nodes(world, found)
     if not found.pending:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from colony import events
@@ -50,6 +51,9 @@ async def reconcile_colonies(context: OperatorContext, world: World) -> None:
     )
     if world.clusters:
         known = reservations(world.gprs)
+        # labels being taken off by a release in flight are left to it
+        releasing = {reservation_label(key) for key in context.scheduler.releases_in_flight}
+        known = replace(known, done=known.done - releasing)
         for colony in sorted({key for key, _ in world.clusters}):
             try:  # one colony's failure leaves the others' labels reconciled
                 await _reconcile_labels(context, world, colony, known)

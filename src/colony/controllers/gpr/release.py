@@ -5,6 +5,7 @@ cost) of requests holding GPUs, and the teardown of an ephemeral colony its last
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -13,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from colony import metrics
 from colony.api import COLONY, GPR
-from colony.controllers.gpr.reservations import reservation_finished, unlabel
-from colony.controllers.gpr.state import wake_scheduler
+from colony.controllers.gpr.reservations import reservation_finished, reserved_nodes, unlabel
+from colony.controllers.gpr.state import ReleaseInFlight, wake_scheduler
 from colony.controllers.gpr.world import World, read, read_own_colony, reservation_in_use, unreachable
 from colony.controllers.gpr.writes import (
     backing_off,
-    concurrently,
     event,
     guarded,
     moving,
+    newest_known,
     patch,
     set_finalizer,
     write_on_version,
@@ -196,13 +197,13 @@ async def release_on_delete(context: OperatorContext, gpr: Mapping[str, Any], wa
         wake_scheduler(context)
 
 
-async def release_deleted(context: OperatorContext, world: World) -> bool:
+def release_deleted(context: OperatorContext, world: World) -> None:
     """Free the reservations (and unused ephemeral colony) of the requests deleted since the last
-    pass: those the informer reported deleted and those missing from this read that the last one
-    had (requests that never held GPUs, so had no finalizer; an ephemeral colony that a crash makes
-    this miss is found by the orphan sweeper). Then `sync_finalizers`. True when something was
-    released."""
-    released = False
+    pass, in the background (`release_in_background`): those the informer reported deleted and
+    those missing from this read that the last one had (requests that never held GPUs, so had no
+    finalizer; an ephemeral colony that a crash makes this miss is found by the orphan sweeper). A
+    label such a request may have left counts as another's until it is off: the pass never gives
+    those GPUs away twice. Then `sync_finalizers`."""
     known = context.scheduler.seen
     current = {request_key(g): g for g in world.gprs}
     gone = {k: g for k, g in known.items() if k not in current}
@@ -222,43 +223,78 @@ async def release_deleted(context: OperatorContext, world: World) -> bool:
         if gpr["metadata"].get("uid") in released_before:
             released_before.discard(gpr["metadata"]["uid"])
             continue  # released by sync_finalizers before its finalizer was let go
-        await guarded(context, gpr, "release on deletion", release_on_delete(context, gpr, wake=False))
-        metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
-        released = True
-    return await sync_finalizers(context, world) or released
+        if key not in context.scheduler.releases_in_flight:
+            release_in_background(context, gpr, gone=True)
+    sync_finalizers(context, world)
 
 
-async def sync_finalizers(context: OperatorContext, world: World) -> bool:
+def sync_finalizers(context: OperatorContext, world: World) -> None:
     """A request holds the operator's finalizer exactly while it may have reservation labels on
-    nodes (it is put on by `reservations.reserve` before any label): one being deleted is released
-    here, then let go; one that stopped holding GPUs (released, expired, preempted, requeued) is let
-    go. A request whose admission is being finished in the background is left to that task this
-    pass. True when a deleted request was released."""
-    in_flight = context.scheduler.reservations_in_flight
-    released = False
+    nodes (it is put on by `reservations.reserve` before any label): one being deleted is released,
+    then let go; one that stopped holding GPUs (released, expired, preempted, requeued) is let go.
+    Both in the background (`release_in_background`): a request being deleted gives its GPUs back
+    to this very pass (rules.known_reservations), and a label put on one of its nodes waits for its
+    release (reservations.releases_before). A request whose admission is being finished in the
+    background is left to that task, unless it is being deleted (its release waits for it)."""
+    reserving = context.scheduler.reservations_in_flight
+    releasing = context.scheduler.releases_in_flight
+    for listed in world.gprs:
+        gpr = newest_known(context, listed)  # not again when this process let go since the read
+        key = request_key(gpr)
+        if (
+            FINALIZER not in (gpr["metadata"].get("finalizers") or [])
+            or key in releasing
+            or backing_off(context, gpr)
+        ):
+            continue
+        if gpr["metadata"].get("deletionTimestamp") or (
+            (gpr.get("status") or {}).get("phase") not in RUNNING_PHASES and key not in reserving
+        ):
+            release_in_background(context, gpr)
 
-    async def settle(gpr: dict[str, Any]) -> None:
-        nonlocal released
-        if gpr["metadata"].get("deletionTimestamp"):
-            await release_on_delete(context, gpr, wake=False)
-            metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
-            if gpr["metadata"].get("uid"):
-                context.scheduler.released.add(gpr["metadata"]["uid"])
-            released = True
+
+def release_in_background(context: OperatorContext, gpr: dict[str, Any], gone: bool = False) -> None:
+    """Take a request's labels off if it is being deleted (or `gone`), then its finalizer (a gone
+    one has none left), without holding up the pass; kept in SchedulerState.releases_in_flight
+    until done. It first waits for the request's admission being finished in the background, if
+    any (taken now: see reservations.releases_before). A failure is recorded on the request and
+    backed off; a later pass tries again (the finalizer is still on)."""
+    gpr = newest_known(context, gpr)
+    key = request_key(gpr)
+    releasing = context.scheduler.releases_in_flight
+    reserving = context.scheduler.reservations_in_flight.get(key)
+
+    async def run() -> None:
         try:
-            await set_finalizer(context, gpr, hold=False)
-        except KubeApiError as error:  # the next pass tries again
-            log.warning("letting go of %s failed: %s", request_key(gpr), error)
+            if reserving is not None:
+                await asyncio.wait([reserving])
+            async with context.scheduler.write_slots:
+                if gone:
+                    await guarded(context, gpr, "release on deletion", _release_gone(context, gpr))
+                else:
+                    newest = newest_known(context, gpr)  # the admission may have finished since
+                    await guarded(context, newest, "releasing the finalizer", _let_go(context, newest))
+        finally:
+            if key in releasing and releasing[key].task is asyncio.current_task():
+                del releasing[key]
 
-    await concurrently(
-        guarded(context, g, "releasing the finalizer", settle(g))
-        for g in world.gprs
-        if FINALIZER in (g["metadata"].get("finalizers") or [])
-        and request_key(g) not in in_flight
-        and not backing_off(context, g)
-        and (
-            g["metadata"].get("deletionTimestamp")
-            or (g.get("status") or {}).get("phase") not in RUNNING_PHASES
-        )
-    )
-    return released
+    releasing[key] = ReleaseInFlight(asyncio.create_task(run()), reserved_nodes(gpr))
+
+
+async def _release_gone(context: OperatorContext, gpr: dict[str, Any]) -> None:
+    """A request gone from the read (`release_in_background`): labels off, unused colony down."""
+    await release_on_delete(context, gpr, wake=False)
+    metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
+
+
+async def _let_go(context: OperatorContext, gpr: dict[str, Any]) -> None:
+    """One request of `release_in_background`."""
+    if gpr["metadata"].get("deletionTimestamp"):
+        await release_on_delete(context, gpr, wake=False)
+        metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
+        if gpr["metadata"].get("uid"):
+            context.scheduler.released.add(gpr["metadata"]["uid"])
+    try:
+        await set_finalizer(context, gpr, hold=False)
+    except KubeApiError as error:  # the next pass tries again
+        log.warning("letting go of %s failed: %s", request_key(gpr), error)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -126,38 +126,69 @@ async def _unlabel_unread(
     return still
 
 
-async def finish_admissions(
-    context: OperatorContext, world: World, by_key: Mapping[str, dict[str, Any]]
-) -> None:
-    """Admitted (status written) but not yet Ready (labels maybe missing): label, then Ready;
-    except the admissions of earlier passes still being finished in the background and those of
-    requests backing off (writes.guarded)."""
+def finish_admissions(context: OperatorContext, world: World, by_key: Mapping[str, dict[str, Any]]) -> None:
+    """Admitted (status written) but not yet Ready (labels maybe missing), e.g. after a crash:
+    label, then Ready, in the background (`reserve_in_background`); except the admissions still
+    being finished by their own task, those of requests backing off (writes.guarded) and those
+    being deleted."""
     reserving = context.scheduler.reservations_in_flight
     for key, read in by_key.items():
         gpr = newest_known(context, read)  # an admission finished since the read is not redone
         if (
             (gpr.get("status") or {}).get("phase") == "Admitted"
             and key not in reserving
+            and not gpr["metadata"].get("deletionTimestamp")
             and not backing_off(context, gpr)
         ):
-            await guarded(context, gpr, "reserving nodes", reserve(context, world, gpr))
+            reserve_in_background(context, world, gpr)
 
 
 def reserve_in_background(context: OperatorContext, world: World, admitted: dict[str, Any]) -> None:
     """Finish an admission (`reserve`) without holding up the pass: its status already says
     Admitted with its nodes, so the next pass counts its GPUs as taken, and a crash before it ends
     leaves it for `finish_admissions` to redo."""
-    key = request_key(admitted)
+    releases = releases_before(context, admitted)
+    in_background(
+        context,
+        request_key(admitted),
+        lambda: guarded(context, admitted, "reserving nodes", reserve(context, world, admitted, releases)),
+    )
+
+
+def in_background(context: OperatorContext, key: str, work: Callable[[], Awaitable[Any]]) -> None:
+    """Run a request's admission work as its task in SchedulerState.reservations_in_flight (one per
+    request) until it ends; `work` records its own failures (writes.guarded)."""
     tasks = context.scheduler.reservations_in_flight
 
-    async def finish() -> None:
-        try:  # a failure is recorded on the request; a later pass finishes it
-            await guarded(context, admitted, "reserving nodes", reserve(context, world, admitted))
+    async def run() -> None:
+        try:
+            await work()
         finally:
             if tasks.get(key) is asyncio.current_task():
                 del tasks[key]
 
-    tasks[key] = asyncio.create_task(finish())
+    tasks[key] = asyncio.create_task(run())
+
+
+def reserved_nodes(gpr: Mapping[str, Any]) -> frozenset[tuple[str, str, str]]:
+    """(colony, cluster, node) of each node the request's status allocates."""
+    status = gpr.get("status") or {}
+    colony = str(status.get("colony") or "")
+    return frozenset((colony, n["cluster"], n["node"]) for n in status.get("nodes") or [])
+
+
+def releases_before(context: OperatorContext, gpr: Mapping[str, Any]) -> list[asyncio.Task[None]]:
+    """The releases in flight that labelling this request must wait for: its own, and those of
+    requests whose labels are on one of its nodes (until they are off, both labels would count
+    against the node's GPUs, which the pass already gave to this request). Taken when the
+    admission is started, so a reservation only ever waits for releases started before it (and a
+    release only for the reservation of its own request, started before it too): no cycle."""
+    key, nodes = request_key(gpr), reserved_nodes(gpr)
+    return [
+        release.task
+        for other, release in context.scheduler.releases_in_flight.items()
+        if other == key or release.nodes & nodes
+    ]
 
 
 async def reservation_finished(context: OperatorContext, gpr: Mapping[str, Any]) -> None:
@@ -168,14 +199,29 @@ async def reservation_finished(context: OperatorContext, gpr: Mapping[str, Any])
         await asyncio.wait([task])
 
 
-async def reserve(context: OperatorContext, world: World, admitted: dict[str, Any]) -> None:
+async def reserve(
+    context: OperatorContext,
+    world: World,
+    admitted: dict[str, Any],
+    releases: list[asyncio.Task[None]] | None = None,
+) -> None:
     """Label the nodes of an Admitted request, then mark it Ready once every label is written and
     read back (else it stays Admitted, saying which nodes wait); its Events are posted in the
     background, so a release waiting for this admission (sync_finalizers) does not wait for them. A
     request deleted meanwhile may have had its labels taken off by its delete handler before they
     were put on: they are taken off again, else they would hold the GPUs forever. No label is put on
     before the request holds the operator's finalizer, so a request deleted while the operator is
-    down still has its labels taken off (`release.sync_finalizers`)."""
+    down still has its labels taken off (`release.sync_finalizers`). No label is put on before the
+    releases that must come first (`releases_before`, taken now unless given) are over."""
+    releases = releases_before(context, admitted) if releases is None else releases
+    if releases:
+        await asyncio.wait(releases)
+    async with context.scheduler.write_slots:
+        await _label_then_ready(context, world, admitted)
+
+
+async def _label_then_ready(context: OperatorContext, world: World, admitted: dict[str, Any]) -> None:
+    """`reserve` once no release holds it back: finalizer, labels, Ready."""
     held = await set_finalizer(context, admitted, hold=True)
     if held is None or not transition_applies(admitted, held, ("Admitted",), same_allocation=True):
         return  # gone, being deleted or moved on: the next pass decides on what it is now

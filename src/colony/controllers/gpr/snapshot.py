@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from colony.api.gpr import GPRSpec
 from colony.controllers.gpr.apply import provisioning_failed
 from colony.controllers.gpr.world import World, candidate_colonies, gpr_queue, unreachable
-from colony.controllers.gpr.writes import backing_off, guarded
+from colony.controllers.gpr.writes import backing_off, guarded, newest_known
 from colony.render.offer_colony import SUPPORTED_CLOUDS
 from colony.scheduling.fault_rules import pinned_while_unreachable
 from colony.scheduling.queueing.model import (
@@ -83,8 +83,10 @@ async def requests(context: OperatorContext, world: World) -> Requests:
     return found
 
 
-async def _add_request(context: OperatorContext, world: World, gpr: dict[str, Any], found: Requests) -> None:
-    """One request of `requests`, added to `found` (or not)."""
+async def _add_request(context: OperatorContext, world: World, read: dict[str, Any], found: Requests) -> None:
+    """One request of `requests`, added to `found` (or not): as assumed while its admission is
+    being written, else at the newest version known (an admission written since the read counts)."""
+    gpr = context.scheduler.assumed.get(request_key(read)) or newest_known(context, read)
     cache = context.scheduler.parse_cache
     version = _spec_version(gpr)
     if gpr["metadata"].get("deletionTimestamp") or not cache.get(("valid", *version), _valid, gpr):

@@ -1,7 +1,8 @@
 """What the GPR scheduling loop keeps between passes: one SchedulerState per operator context
 (`OperatorContext.scheduler`), holding the wake-up event, the parse cache, the requests the
 informer saw deleted, the requests of the last read (at the newest version known), the admissions
-being finished in the background, the informers, and the requests backing off after a failure.
+and releases being written in the background, the informers, and the requests backing off after a
+failure.
 
 This module is imported by `colony.controllers.context`, so it imports nothing from
 `colony.controllers` (the context would import itself through it).
@@ -43,12 +44,27 @@ class ParseCache:
         self._previous, self._current = self._current, {}
 
 
+BACKGROUND_WRITERS = 32
+"""Admissions and releases written in the background at once: the pass's own reads must still
+find a connection (colony.kube.config.CONNECTIONS, which kopf's handlers share too)."""
+
+
+@dataclass(frozen=True)
+class ReleaseInFlight:
+    """A request's labels (then its finalizer) being taken off in the background, and the nodes
+    they are on: a new label on one of them waits for it (reservations.reserve)."""
+
+    task: asyncio.Task[None]
+    nodes: frozenset[tuple[str, str, str]]
+    """(colony, cluster, node) of each label."""
+
+
 @dataclass
 class SchedulerState:
     """What the scheduling loop of one operator process keeps from one pass to the next. Its
     background tasks (the loop, the informers' watches, the status writers) run as the context's
-    named tasks (`OperatorContext.start`); only the admissions in flight, one per request, are
-    kept here."""
+    named tasks (`OperatorContext.start`); only the admissions and releases in flight, one per
+    request, are kept here."""
 
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     """Set to ask for a pass now (a GPR, queue or colony changed)."""
@@ -67,7 +83,14 @@ class SchedulerState:
     """When (epoch seconds) the last pass wrote every estimate that moved, not only the prompt ones
     (scheduling.queueing.rules.is_prompt)."""
     reservations_in_flight: dict[str, asyncio.Task[None]] = field(default_factory=dict)
-    """Admissions whose labels and Ready are being written, by request key."""
+    """Admissions whose status, labels and Ready are being written, by request key."""
+    write_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(BACKGROUND_WRITERS))
+    """Held by an admission or release while it writes (never while it waits for another)."""
+    assumed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Requests whose admission's status write is in flight, as they will be once it lands (the
+    version decided on, with the admission's status): a pass schedules them as running."""
+    releases_in_flight: dict[str, ReleaseInFlight] = field(default_factory=dict)
+    """Requests whose labels and finalizer are being taken off in the background, by request key."""
     events_in_flight: set[asyncio.Task[None]] = field(default_factory=set)
     """Events being posted without holding up a pass (writes.event_in_background)."""
     informers: dict[str, Informer] = field(default_factory=dict)
