@@ -259,7 +259,6 @@ def release_in_background(context: OperatorContext, gpr: dict[str, Any], gone: b
     until done. It first waits for the request's admission being finished in the background, if
     any (taken now: see reservations.releases_before). A failure is recorded on the request and
     backed off; a later pass tries again (the finalizer is still on)."""
-    gpr = newest_known(context, gpr)
     key = request_key(gpr)
     releasing = context.scheduler.releases_in_flight
     reserving = context.scheduler.reservations_in_flight.get(key)
@@ -282,16 +281,17 @@ def release_in_background(context: OperatorContext, gpr: dict[str, Any], gone: b
 
 
 async def _release_gone(context: OperatorContext, gpr: dict[str, Any]) -> None:
-    """A request gone from the read (`release_in_background`): labels off, unused colony down."""
+    """A request deleted or gone from the read (`release_in_background`): labels off, unused
+    colony down, its metrics forgotten."""
     await release_on_delete(context, gpr, wake=False)
     metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
 
 
 async def _let_go(context: OperatorContext, gpr: dict[str, Any]) -> None:
-    """One request of `release_in_background`."""
+    """One request still listed, of `release_in_background`: released first if it is being
+    deleted, then its finalizer off."""
     if gpr["metadata"].get("deletionTimestamp"):
-        await release_on_delete(context, gpr, wake=False)
-        metrics.forget_job(gpr["metadata"]["namespace"], GPR.kind, gpr["metadata"]["name"])
+        await _release_gone(context, gpr)
         if gpr["metadata"].get("uid"):
             context.scheduler.released.add(gpr["metadata"]["uid"])
     try:
